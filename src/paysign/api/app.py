@@ -1,0 +1,58 @@
+"""The ASGI application: every surface of the spec, mounted on one Starlette app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from paysign.api.middleware import RequestLogMiddleware
+from paysign.api.openapi import openapi_document
+from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
+from paysign.api.problems import problem_response
+from paysign.api.signatures import make_endpoint
+from paysign.bootstrap import Runtime
+from paysign.services.signing import AdmitAll, PaymentGate, SigningDeps
+
+
+def create_app(runtime: Runtime, *, gate: PaymentGate | None = None) -> Starlette:
+    settings = runtime.settings
+    problem_base = settings.resolved_problem_base
+    deps = SigningDeps(
+        runtime.db, runtime.vault, runtime.clock, runtime.registry, gate or AdmitAll()
+    )
+    openapi = openapi_document(settings.resolved_base_url, problem_base)
+
+    async def openapi_json(request: Request) -> Response:
+        return json_response(openapi)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            return problem_response(
+                problem_base,
+                "method-not-allowed",
+                f"{request.method} is not allowed on {request.url.path}",
+                headers=dict(exc.headers or {}),
+            )
+        return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
+
+    routes = [
+        Route(
+            "/wallets/signatures",
+            make_endpoint(deps, problem_base, settings.max_body_bytes),
+            methods=["POST"],
+        ),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", make_readyz(runtime.db), methods=["GET"]),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
+    ]
+    handlers: dict[Any, Any] = {HTTPException: http_error}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.add_middleware(RequestLogMiddleware, problem_base=problem_base)
+    return app

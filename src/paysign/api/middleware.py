@@ -1,0 +1,64 @@
+"""One structured log event per request, a request id on every response, no 500 leaks.
+
+Pure ASGI (no BaseHTTPMiddleware) because it sits on the hot path. It logs method, path,
+status and duration only: never headers, bodies, keys or signatures.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from paysign.api.problems import problem_response
+
+log = structlog.get_logger("paysign.http")
+
+
+class RequestLogMiddleware:
+    def __init__(self, app: ASGIApp, problem_base: str) -> None:
+        self.app = app
+        self.problem_base = problem_base
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex
+        started = time.perf_counter()
+        status: dict[str, Any] = {"code": 500, "sent": False}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                status["sent"] = True
+                message.setdefault("headers", [])
+                message["headers"] = [
+                    *message["headers"],
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("unhandled_error", request_id=request_id, path=scope.get("path"))
+            if not status["sent"]:
+                response = problem_response(
+                    self.problem_base,
+                    "internal-error",
+                    "the request failed inside paysign; nothing was signed",
+                )
+                await response(scope, receive, send_with_id)
+        finally:
+            log.info(
+                "request",
+                request_id=request_id,
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status["code"],
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )

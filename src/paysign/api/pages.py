@@ -1,0 +1,72 @@
+"""Small read-only endpoints: health, readiness, problem pages, the OpenAPI document."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from paysign.api.problems import PROBLEM_TYPES, problem_response
+from paysign.store.database import Database
+
+
+def json_response(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+def make_readyz(db: Database) -> Any:
+    def probe() -> bool:
+        try:
+            with db.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            return True
+        except Exception:
+            return False
+
+    async def readyz(request: Request) -> Response:
+        ok = await run_in_threadpool(probe)
+        return json_response({"status": "ok" if ok else "unavailable"}, 200 if ok else 503)
+
+    return readyz
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title} — paysign</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;
+color:#1b1f24}}code{{background:#f2f4f7;padding:0 .25em;border-radius:3px}}
+.status{{color:#57606a}}</style></head>
+<body><p class="status">paysign problem type · HTTP {status}</p><h1>{title}</h1>
+<h2>What happened</h2><p>{explanation}</p><h2>What to do</h2><p>{remedy}</p>
+<p class="status">{retry}</p></body></html>"""
+
+
+def make_problem_page(problem_base: str) -> Any:
+    async def problem_page(request: Request) -> Response:
+        kind = PROBLEM_TYPES.get(request.path_params["slug"])
+        if kind is None:
+            return problem_response(problem_base, "not-found", "no such problem type")
+        retry = (
+            "Retrying the same request may succeed."
+            if kind.retryable
+            else "Retrying the same request unchanged will not help."
+        )
+        return HTMLResponse(
+            _PAGE.format(
+                title=html.escape(kind.title),
+                status=kind.status,
+                explanation=html.escape(kind.explanation),
+                remedy=html.escape(kind.remedy),
+                retry=retry,
+            )
+        )
+
+    return problem_page

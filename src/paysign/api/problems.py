@@ -1,0 +1,135 @@
+"""Problem types (RFC 9457): the status each domain error maps to, and the page explaining it.
+
+Every type URL ``{problem_base}/<slug>`` serves the page below, so an agent (or its human) can
+follow the link in an error to learn what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from paysign import errors
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    slug: str
+    status: int
+    title: str
+    explanation: str
+    remedy: str
+    retryable: bool = False
+
+
+PROBLEM_TYPES: dict[str, ProblemType] = {
+    p.slug: p
+    for p in [
+        ProblemType(
+            "malformed-request",
+            400,
+            errors.MalformedRequest.title,
+            "The body is not the JSON document this operation expects: a field is missing or "
+            "has the wrong JSON type. The `pointer` member names the field (RFC 6901).",
+            "Fix the named field and send the request again. Sending it unchanged will fail.",
+        ),
+        ProblemType(
+            "invalid-payment-terms",
+            422,
+            errors.InvalidPaymentTerms.title,
+            "The seller's payment terms are well-formed JSON but cannot be signed as they are: "
+            "an amount that is not a positive integer of base units, an address that is not "
+            "20-byte hex, a timeout that is not a positive integer, or a token domain "
+            "(extra.name / extra.version) that differs from the real USDC contract's.",
+            "Check that the terms were copied unchanged from the seller's 402 response. If they "
+            "were, the seller's terms are wrong and no signature would settle.",
+        ),
+        ProblemType(
+            "unsupported-payment-terms",
+            422,
+            errors.UnsupportedPaymentTerms.title,
+            "paysign signs the x402 `exact` scheme with USDC (EIP-3009) on Base "
+            "(eip155:8453, alias `base`) and Base Sepolia (eip155:84532, alias "
+            "`base-sepolia`). These terms ask for another scheme, network, asset or transfer "
+            "method.",
+            "Put a USDC option on Base first in `accepts`, if the seller offers one.",
+        ),
+        ProblemType(
+            "sandbox-network-mismatch",
+            422,
+            errors.SandboxNetworkMismatch.title,
+            "`X-Sandbox-Mode: true` was sent with terms on Base mainnet. Sandbox payments skip "
+            "spend caps, so they are only signed on the testnet.",
+            "Choose the seller's testnet option, or omit the header to pay live.",
+        ),
+        ProblemType(
+            "request-too-large",
+            413,
+            errors.RequestTooLarge.title,
+            "The request body is larger than this operation accepts.",
+            "Send only the seller URL and the seller's payment terms.",
+        ),
+        ProblemType(
+            "unsupported-media-type",
+            415,
+            errors.UnsupportedMediaType.title,
+            "The body must be JSON, sent with `Content-Type: application/json`.",
+            "Set the header and send the request again.",
+        ),
+        ProblemType(
+            "not-found",
+            404,
+            "Not found",
+            "There is nothing at this address.",
+            "Check the path against the API description at /openapi.json.",
+        ),
+        ProblemType(
+            "method-not-allowed",
+            405,
+            "Method not allowed",
+            "This address does not accept that HTTP method.",
+            "Check the method against the API description at /openapi.json.",
+        ),
+        ProblemType(
+            "internal-error",
+            500,
+            "Internal error",
+            "Something failed inside paysign. Nothing was signed and nothing changed.",
+            "Send the request again; if it keeps failing, contact the operator with the "
+            "request id from the `X-Request-Id` response header.",
+            retryable=True,
+        ),
+    ]
+}
+
+
+def problem_response(
+    problem_base: str,
+    slug: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> Response:
+    kind = PROBLEM_TYPES[slug]
+    body: dict[str, Any] = {
+        "type": f"{problem_base}/{slug}",
+        "title": kind.title,
+        "status": kind.status,
+        "detail": detail,
+        **extensions,
+    }
+    return Response(
+        orjson.dumps(body),
+        status_code=kind.status,
+        media_type="application/problem+json",
+        headers=headers,
+    )
+
+
+def error_response(problem_base: str, error: errors.PaysignError) -> Response:
+    slug = error.slug if error.slug in PROBLEM_TYPES else "internal-error"
+    return problem_response(problem_base, slug, error.detail, **error.extensions)

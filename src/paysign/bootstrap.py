@@ -1,0 +1,41 @@
+"""Wiring: from Settings to the live dependencies every entry point shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from paysign.clock import Clock, SystemClock
+from paysign.config import Settings
+from paysign.custody import KeyVault, vault_from_settings
+from paysign.protocol import AssetRegistry
+from paysign.store.database import Database
+from paysign.store.migrate import migrate
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    settings: Settings
+    db: Database
+    vault: KeyVault
+    clock: Clock
+    registry: AssetRegistry
+
+
+def asset_registry(settings: Settings) -> AssetRegistry:
+    return AssetRegistry.from_addresses(
+        mainnet=settings.usdc_mainnet,
+        mainnet_name=settings.usdc_mainnet_name,
+        testnet=settings.usdc_testnet,
+        testnet_name=settings.usdc_testnet_name,
+        version=settings.usdc_version,
+    )
+
+
+def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    """Open the database (migrating it to the newest schema) and the key vault."""
+    if settings.database_url is None:
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    db = Database(settings.resolved_database_url)
+    migrate(db)
+    vault = vault_from_settings(settings)
+    return Runtime(settings, db, vault, clock or SystemClock(), asset_registry(settings))

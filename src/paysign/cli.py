@@ -1,0 +1,138 @@
+"""``paysign``: run the service and administer it.
+
+    paysign serve [--host H] [--port P]
+    paysign admin create-account --email E --password P
+    paysign admin issue-key --email E [--expires-in-days N]
+    paysign admin revoke-key --email E
+
+Admin commands print one JSON object on stdout, act on the same database as the server
+(``PAYSIGN_DATABASE_URL`` or ``PAYSIGN_DATA_DIR``), and exit 1 with a message on refusal.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+import orjson
+
+from paysign.bootstrap import Runtime, build_runtime
+from paysign.config import Settings
+from paysign.errors import PaysignError
+from paysign.logging import configure_logging
+from paysign.services import accounts, keys
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    click.echo(orjson.dumps(obj).decode())
+
+
+def _iso(unix_seconds: int) -> str:
+    return datetime.fromtimestamp(unix_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _runtime() -> Runtime:
+    return build_runtime(Settings())
+
+
+@click.group()
+def main() -> None:
+    """paysign — custodial x402 payment signing for AI agents."""
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default 8402).")
+def serve(host: str | None, port: int | None) -> None:
+    """Run the service with the embedded defaults (or the PAYSIGN_* settings)."""
+    import uvicorn
+
+    from paysign.api.app import create_app
+
+    overrides: dict[str, Any] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    settings = Settings(**overrides)
+    configure_logging(settings.log_level)
+    runtime = build_runtime(settings)
+    app = create_app(runtime)
+    click.echo(
+        f"paysign listening on {settings.resolved_base_url} "
+        f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
+        err=True,
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        loop="auto",
+        http="auto",
+        lifespan="off",
+    )
+
+
+@main.group()
+def admin() -> None:
+    """Operator commands: accounts and API keys."""
+
+
+def _run(action: Any) -> None:
+    try:
+        action()
+    except PaysignError as exc:
+        click.echo(f"error: {exc.detail}", err=True)
+        sys.exit(1)
+
+
+@admin.command("create-account")
+@click.option("--email", required=True)
+@click.option("--password", required=True)
+def create_account(email: str, password: str) -> None:
+    """Create an account and its wallet; prints accountId, email, walletAddress, totpSecret."""
+
+    def act() -> None:
+        rt = _runtime()
+        created = accounts.create_account(rt.db, rt.vault, rt.clock, email=email, password=password)
+        _emit(
+            {
+                "accountId": created.account_id,
+                "email": created.email,
+                "walletAddress": created.wallet_address,
+                "totpSecret": created.totp_secret,
+            }
+        )
+
+    _run(act)
+
+
+@admin.command("issue-key")
+@click.option("--email", required=True)
+@click.option("--expires-in-days", type=int, default=keys.DEFAULT_EXPIRY_DAYS, show_default=True)
+def issue_key(email: str, expires_in_days: int) -> None:
+    """Issue the account's API key (shown once); refused while one is active."""
+
+    def act() -> None:
+        rt = _runtime()
+        issued = keys.issue_key(rt.db, rt.clock, email=email, expires_in_days=expires_in_days)
+        _emit({"apiKey": issued.api_key, "expiresAt": _iso(issued.expires_at)})
+
+    _run(act)
+
+
+@admin.command("revoke-key")
+@click.option("--email", required=True)
+def revoke_key(email: str) -> None:
+    """Revoke the account's active API key."""
+
+    def act() -> None:
+        rt = _runtime()
+        keys.revoke_key(rt.db, rt.clock, email=email)
+        _emit({"revoked": True, "email": accounts.normalise_email(email)})
+
+    _run(act)

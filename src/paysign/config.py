@@ -1,0 +1,84 @@
+"""Settings: one object, read from ``PAYSIGN_*`` environment variables, passed down explicitly.
+
+Every public address derives from ``host``/``port`` unless set on its own, so that
+``paysign serve --port 9000`` moves every surface together:
+
+    >>> s = Settings(host="127.0.0.1", port=9000)
+    >>> s.resolved_base_url, s.resolved_mcp_url
+    ('http://127.0.0.1:9000', 'http://127.0.0.1:9000/mcp')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The embedded default plays Base Sepolia with a local token; mainnet is always Circle's USDC.
+BASE_MAINNET_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PAYSIGN_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8402
+
+    base_url: str | None = None
+    catalog_url: str | None = None
+    catalog_file_url: str | None = None
+    mcp_url: str | None = None
+    auth_url: str | None = None
+    problem_base: str | None = None
+
+    data_dir: Path = Path("var")
+    database_url: str | None = None
+    #: Base64 (url-safe) 32-byte key-encryption key. Without it a 0600 file in data_dir is used.
+    master_key: str | None = Field(default=None, repr=False)
+    previous_master_keys: str | None = Field(default=None, repr=False)
+
+    #: USDC contract per network; the EIP-712 domain name/version the token really uses.
+    usdc_mainnet: str = BASE_MAINNET_USDC
+    usdc_mainnet_name: str = "USD Coin"
+    usdc_testnet: str = BASE_SEPOLIA_USDC
+    usdc_testnet_name: str = "USDC"
+    usdc_version: str = "2"
+
+    max_body_bytes: int = 64 * 1024
+    log_level: str = "info"
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def resolved_base_url(self) -> str:
+        return (self.base_url or self.origin).rstrip("/")
+
+    @property
+    def resolved_catalog_url(self) -> str:
+        return (self.catalog_url or self.origin).rstrip("/")
+
+    @property
+    def resolved_catalog_file_url(self) -> str:
+        return self.catalog_file_url or f"{self.origin}/catalog/full.json"
+
+    @property
+    def resolved_mcp_url(self) -> str:
+        return (self.mcp_url or f"{self.origin}/mcp").rstrip("/")
+
+    @property
+    def resolved_auth_url(self) -> str:
+        return (self.auth_url or f"{self.origin}/oauth").rstrip("/")
+
+    @property
+    def resolved_problem_base(self) -> str:
+        return (self.problem_base or f"{self.origin}/problems").rstrip("/")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'paysign.db').resolve()}"

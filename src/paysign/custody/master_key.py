@@ -1,0 +1,153 @@
+"""Where the key-encryption key (the master key) comes from.
+
+``PAYSIGN_MASTER_KEY``, when set, is url-safe base64 of exactly 32 random bytes (padding
+optional), e.g. from::
+
+    python -c "import base64, secrets; print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())"
+
+When it is unset, ``<data_dir>/master.key`` holds the key in the same text form. The first start
+creates it (mode 0600; ``data_dir`` 0700 if new), and processes starting together agree on one
+key. A file other users can read or write is refused.
+
+Rotation: set ``PAYSIGN_MASTER_KEY`` to a new key and ``PAYSIGN_PREVIOUS_MASTER_KEYS`` to the old
+one(s), comma-separated; re-wrap every sealed secret with ``EnvelopeVault.rewrap``; then drop the
+old keys.
+
+    >>> from paysign.config import Settings
+    >>> key = load_master_key(Settings(master_key="A" * 43))
+    >>> len(key), key == bytes(32)
+    (32, True)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from paysign.config import Settings
+from paysign.custody.vault import KEY_BYTES, EnvelopeVault
+
+MASTER_KEY_FILENAME: Final = "master.key"
+
+_GENERATE_HINT: Final = (
+    'generate one with: python -c "import base64, secrets; '
+    'print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())"'
+)
+# A key file is one line of base64; anything much longer is not a key file.
+_MAX_FILE_BYTES: Final = 1024
+
+
+class InvalidMasterKey(ValueError):
+    """The configured master key cannot be used; the message names its source, never its value."""
+
+
+class MasterKeyFileExposed(InvalidMasterKey):
+    """The master key file can be read or written by users other than its owner."""
+
+
+def load_master_key(settings: Settings) -> bytes:
+    """The 32-byte KEK: from ``settings.master_key``, else from (or newly into) the key file."""
+    if settings.master_key is not None:
+        return _decode_key(settings.master_key, source="PAYSIGN_MASTER_KEY")
+    path = settings.data_dir / MASTER_KEY_FILENAME
+    try:
+        return _read_key_file(path)
+    except FileNotFoundError:
+        _create_key_file(path)
+    return _read_key_file(path)
+
+
+def previous_master_keys(settings: Settings) -> list[bytes]:
+    """KEKs from ``PAYSIGN_PREVIOUS_MASTER_KEYS`` (comma-separated; blank entries ignored).
+
+    >>> from paysign.config import Settings
+    >>> keys = previous_master_keys(Settings(previous_master_keys="A" * 43 + ", ," + "_" * 43))
+    >>> [key[:2].hex() for key in keys]
+    ['0000', 'ffff']
+    """
+    entries = (settings.previous_master_keys or "").split(",")
+    return [
+        _decode_key(entry, source=f"PAYSIGN_PREVIOUS_MASTER_KEYS entry {position}")
+        for position, entry in enumerate(entries, start=1)
+        if entry.strip()
+    ]
+
+
+def vault_from_settings(settings: Settings) -> EnvelopeVault:
+    """The vault a running service uses: current master key plus any previous ones."""
+    return EnvelopeVault(load_master_key(settings), previous=previous_master_keys(settings))
+
+
+def _decode_key(text: str, *, source: str) -> bytes:
+    text = text.strip()
+    try:
+        # Padding is optional (people strip it); validate=True rejects stray characters.
+        key = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except ValueError:  # binascii.Error, or non-ASCII text
+        # `from None`: the cause could quote the offending input.
+        raise InvalidMasterKey(f"{source} is not url-safe base64; {_GENERATE_HINT}") from None
+    if len(key) != KEY_BYTES:
+        raise InvalidMasterKey(
+            f"{source} decodes to {len(key)} bytes, but a master key is exactly {KEY_BYTES} "
+            f"bytes; {_GENERATE_HINT}"
+        )
+    return key
+
+
+def _read_key_file(path: Path) -> bytes:
+    with path.open("rb") as file:
+        # Checked on the open descriptor, so the file judged is the file read.
+        mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+        if mode & 0o077:
+            raise MasterKeyFileExposed(
+                f"{path} is accessible to other users (mode {mode:04o}); the master key must be "
+                f"private to the service's user. Fix it with: chmod 600 {path}"
+            )
+        content = file.read(_MAX_FILE_BYTES + 1)
+    if len(content) > _MAX_FILE_BYTES:
+        raise InvalidMasterKey(f"{path} is too large to be a master key file")
+    return _decode_key(content.decode("ascii", errors="replace"), source=str(path))
+
+
+def _create_key_file(path: Path) -> None:
+    """Create ``path`` with a fresh key unless another process gets there first.
+
+    The key is written in full to a private temporary file (mkstemp: O_CREAT|O_EXCL, mode 0600)
+    and then hard-linked to ``path``. link() is atomic and fails when the name exists, so of
+    several processes starting at once exactly one wins, and the others read the winner's
+    complete file; creating ``path`` itself with O_EXCL would let them read it half-written.
+    """
+    directory = path.parent
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key_text = base64.urlsafe_b64encode(secrets.token_bytes(KEY_BYTES)) + b"\n"
+    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(key_text)
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return  # Another process won; its key is the key.
+        # Losing this key after a crash would lose every wallet sealed under it: make the new
+        # directory entry durable before anything gets sealed.
+        _fsync_directory(directory)
+    finally:
+        os.unlink(temporary)
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        # Some platforms cannot fsync a directory; the file itself is already synced.
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

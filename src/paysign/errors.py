@@ -1,0 +1,102 @@
+"""Domain errors, each named for the condition it reports.
+
+Every error carries a machine-readable ``slug`` (the problem type is ``{problem_base}/<slug>``),
+a short ``title`` and a human ``detail``. Entry points map a slug to an HTTP status; nothing here
+knows about HTTP. ``extensions`` holds extra problem members (RFC 9457) such as a JSON pointer.
+
+    >>> err = InvalidPaymentTerms("/paymentRequired/accepts/0/scheme", "scheme must be 'exact'")
+    >>> err.slug, err.extensions["pointer"]
+    ('invalid-payment-terms', '/paymentRequired/accepts/0/scheme')
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class PaysignError(Exception):
+    slug: ClassVar[str] = "internal-error"
+    title: ClassVar[str] = "Internal error"
+    #: True when sending the same request again cannot succeed without a change elsewhere.
+    permanent: ClassVar[bool] = True
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions: dict[str, Any] = extensions
+
+
+class MalformedRequest(PaysignError):
+    """The body is not the JSON document the operation expects."""
+
+    slug = "malformed-request"
+    title = "Malformed request"
+
+    def __init__(self, pointer: str, reason: str) -> None:
+        super().__init__(f"{pointer or '/'}: {reason}", pointer=pointer)
+        self.pointer = pointer
+        self.reason = reason
+
+
+class InvalidPaymentTerms(PaysignError):
+    """The seller's terms are well-formed JSON but cannot be signed as they are."""
+
+    slug = "invalid-payment-terms"
+    title = "Payment terms cannot be signed"
+
+    def __init__(self, pointer: str, reason: str) -> None:
+        super().__init__(f"{pointer}: {reason}", pointer=pointer)
+        self.pointer = pointer
+        self.reason = reason
+
+
+class UnsupportedPaymentTerms(InvalidPaymentTerms):
+    """Terms that are valid x402 but not something paysign signs (scheme, network, asset)."""
+
+    slug = "unsupported-payment-terms"
+    title = "Payment terms not supported"
+
+
+class SandboxNetworkMismatch(PaysignError):
+    slug = "sandbox-network-mismatch"
+    title = "Sandbox mode needs a testnet payment"
+
+
+class RequestTooLarge(PaysignError):
+    slug = "request-too-large"
+    title = "Request body too large"
+
+
+class UnsupportedMediaType(PaysignError):
+    slug = "unsupported-media-type"
+    title = "Content-Type must be application/json"
+
+
+class AccountNotFound(PaysignError):
+    slug = "account-not-found"
+    title = "No such account"
+
+
+class AccountAlreadyExists(PaysignError):
+    slug = "account-exists"
+    title = "An account with this email exists"
+
+
+class ActiveKeyExists(PaysignError):
+    slug = "active-key-exists"
+    title = "An API key is already active"
+
+
+class NoActiveKey(PaysignError):
+    slug = "no-active-key"
+    title = "No active API key"
+
+
+class InvalidKeyExpiry(PaysignError):
+    slug = "invalid-key-expiry"
+    title = "API key expiry out of range"
+
+
+class InvalidAccountInput(PaysignError):
+    slug = "invalid-account-input"
+    title = "Invalid account details"

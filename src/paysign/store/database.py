@@ -1,0 +1,95 @@
+"""Engines and transactions for SQLite (embedded default) and PostgreSQL (scale-out).
+
+    >>> db = Database("sqlite://")
+    >>> with db.write() as conn:
+    ...     _ = conn.exec_driver_sql("select 1")
+
+``write()`` is a short read-write transaction. On SQLite it starts with ``BEGIN IMMEDIATE``
+(taking the write lock up front, so two writers never deadlock upgrading a read lock) and
+threads of one process queue on a lock instead of on SQLite's sleeping busy handler. On
+PostgreSQL it is a plain transaction; row-level guards in the statements do the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+def normalise_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 here (the only PostgreSQL driver installed)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = 20) -> None:
+        self.url = normalise_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        self._write_lock = threading.Lock() if self.is_sqlite else None
+        if self.is_sqlite:
+            self.writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
+            in_memory = self.url in ("sqlite://", "sqlite:///:memory:")
+            self.reader = self.writer if in_memory else self._sqlite_engine(begin="BEGIN")
+        else:
+            self.writer = sa.create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            )
+            self.reader = self.writer
+
+    def _sqlite_engine(self, *, begin: str) -> Engine:
+        memory = self.url in ("sqlite://", "sqlite:///:memory:")
+        kwargs: dict[str, Any] = {}
+        if memory:
+            # One shared connection, so every "engine" sees the same in-memory database.
+            kwargs["poolclass"] = sa.pool.StaticPool
+            kwargs["connect_args"] = {"check_same_thread": False}
+        engine = sa.create_engine(self.url, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy's "begin" event below decide how each transaction starts.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            conn.exec_driver_sql(begin)
+
+        return engine
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        if self._write_lock is None:
+            with self.writer.begin() as conn:
+                yield conn
+            return
+        with self._write_lock, self.writer.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.reader.connect() as conn:
+            yield conn
+            conn.rollback()
+
+    def dispose(self) -> None:
+        self.writer.dispose()
+        if self.reader is not self.writer:
+            self.reader.dispose()

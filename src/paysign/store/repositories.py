@@ -1,0 +1,236 @@
+"""Statements over one open transaction. Callers (the use cases) own the transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from paysign.errors import AccountAlreadyExists, ActiveKeyExists
+from paysign.store.schema import accounts, api_keys, signatures, wallets
+
+
+@dataclass(frozen=True, slots=True)
+class AccountRecord:
+    id: str
+    email: str
+    password_hash: str
+    sealed_totp_secret: bytes
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHolder:
+    """What an authenticated API key may act for: its account and that account's wallet."""
+
+    key_id: str
+    account_id: str
+    wallet_id: str
+    wallet_address: str
+    sealed_wallet_key: bytes
+    last_used_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRecord:
+    account_id: str
+    api_key_id: str | None
+    seller_host: str
+    seller_path: str
+    network: str
+    asset: str
+    pay_to: str
+    amount: int
+    nonce: bytes
+    valid_before: int
+    sandbox: bool
+    x402_version: int
+    created_at: int
+
+
+def insert_account(conn: Connection, account: AccountRecord) -> None:
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                accounts.insert().values(
+                    id=account.id,
+                    email=account.email,
+                    password_hash=account.password_hash,
+                    sealed_totp_secret=account.sealed_totp_secret,
+                    created_at=account.created_at,
+                )
+            )
+    except sa.exc.IntegrityError:
+        raise AccountAlreadyExists(f"an account for {account.email} already exists") from None
+
+
+def find_account_by_email(conn: Connection, email: str) -> AccountRecord | None:
+    row = conn.execute(sa.select(accounts).where(accounts.c.email == email)).first()
+    if row is None:
+        return None
+    return AccountRecord(
+        id=row.id,
+        email=row.email,
+        password_hash=row.password_hash,
+        sealed_totp_secret=row.sealed_totp_secret,
+        created_at=row.created_at,
+    )
+
+
+def insert_wallet(
+    conn: Connection, *, wallet_id: str, account_id: str, address: str, sealed_key: bytes, now: int
+) -> None:
+    conn.execute(
+        wallets.insert().values(
+            id=wallet_id,
+            account_id=account_id,
+            address=address,
+            sealed_key=sealed_key,
+            created_at=now,
+        )
+    )
+
+
+def wallet_address_of(conn: Connection, account_id: str) -> str | None:
+    return conn.execute(
+        sa.select(wallets.c.address).where(wallets.c.account_id == account_id)
+    ).scalar_one_or_none()
+
+
+def retire_expired_keys(conn: Connection, account_id: str, now: int) -> None:
+    """Expired keys stop counting as active: mark them so the one-active index frees up."""
+    conn.execute(
+        api_keys.update()
+        .where(
+            api_keys.c.account_id == account_id,
+            api_keys.c.revoked_at.is_(None),
+            api_keys.c.expires_at <= now,
+        )
+        .values(revoked_at=api_keys.c.expires_at)
+    )
+
+
+def insert_api_key(
+    conn: Connection,
+    *,
+    key_id: str,
+    account_id: str,
+    key_hash: bytes,
+    display_prefix: str,
+    now: int,
+    expires_at: int,
+) -> None:
+    try:
+        # A savepoint, so that on PostgreSQL the failed insert does not poison the transaction.
+        with conn.begin_nested():
+            conn.execute(
+                api_keys.insert().values(
+                    id=key_id,
+                    account_id=account_id,
+                    key_hash=key_hash,
+                    display_prefix=display_prefix,
+                    created_at=now,
+                    expires_at=expires_at,
+                )
+            )
+    except sa.exc.IntegrityError:
+        raise ActiveKeyExists(
+            "this account already has an active API key; revoke it before creating another"
+        ) from None
+
+
+def revoke_active_keys(conn: Connection, account_id: str, now: int) -> int:
+    result = conn.execute(
+        api_keys.update()
+        .where(api_keys.c.account_id == account_id, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    return result.rowcount
+
+
+_KEY_HOLDER = (
+    sa.select(
+        api_keys.c.id.label("key_id"),
+        api_keys.c.account_id,
+        api_keys.c.last_used_at,
+        wallets.c.id.label("wallet_id"),
+        wallets.c.address,
+        wallets.c.sealed_key,
+    )
+    .select_from(api_keys.join(wallets, wallets.c.account_id == api_keys.c.account_id))
+    .where(
+        api_keys.c.key_hash == sa.bindparam("key_hash"),
+        api_keys.c.revoked_at.is_(None),
+        api_keys.c.expires_at > sa.bindparam("now"),
+    )
+)
+
+
+def find_key_holder(conn: Connection, key_hash: bytes, now: int) -> KeyHolder | None:
+    row = conn.execute(_KEY_HOLDER, {"key_hash": key_hash, "now": now}).first()
+    if row is None:
+        return None
+    return KeyHolder(
+        key_id=row.key_id,
+        account_id=row.account_id,
+        wallet_id=row.wallet_id,
+        wallet_address=row.address,
+        sealed_wallet_key=row.sealed_key,
+        last_used_at=row.last_used_at,
+    )
+
+
+def touch_key(conn: Connection, key_id: str, now: int) -> None:
+    conn.execute(api_keys.update().where(api_keys.c.id == key_id).values(last_used_at=now))
+
+
+_INSERT_SIGNATURE = signatures.insert()
+
+
+def insert_signature(conn: Connection, record: SignatureRecord) -> None:
+    conn.execute(
+        _INSERT_SIGNATURE,
+        {
+            "account_id": record.account_id,
+            "api_key_id": record.api_key_id,
+            "seller_host": record.seller_host,
+            "seller_path": record.seller_path,
+            "network": record.network,
+            "asset": record.asset,
+            "pay_to": record.pay_to,
+            "amount": record.amount,
+            "nonce": record.nonce,
+            "valid_before": record.valid_before,
+            "sandbox": record.sandbox,
+            "x402_version": record.x402_version,
+            "status": "signed",
+            "created_at": record.created_at,
+        },
+    )
+
+
+def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
+    rows = conn.execute(
+        sa.select(signatures)
+        .where(signatures.c.account_id == account_id)
+        .order_by(signatures.c.id)
+    ).all()
+    return [
+        SignatureRecord(
+            account_id=r.account_id,
+            api_key_id=r.api_key_id,
+            seller_host=r.seller_host,
+            seller_path=r.seller_path,
+            network=r.network,
+            asset=r.asset,
+            pay_to=r.pay_to,
+            amount=r.amount,
+            nonce=r.nonce,
+            valid_before=r.valid_before,
+            sandbox=r.sandbox,
+            x402_version=r.x402_version,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]

@@ -1,0 +1,196 @@
+"""Shared fixtures: a real database (SQLite file and PostgreSQL schema), a frozen clock,
+a runtime wired like production, and the service over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+import uvicorn
+
+from paysign.bootstrap import Runtime, asset_registry
+from paysign.config import Settings
+from paysign.custody import EnvelopeVault
+from paysign.store.database import Database, normalise_url
+from paysign.store.migrate import migrate
+
+POSTGRES_URL = os.environ.get(
+    "PAYSIGN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+TEST_MASTER_KEY = secrets.token_bytes(32)
+
+
+class FrozenClock:
+    def __init__(self, now: int = 1_790_000_000) -> None:
+        self.current = now
+
+    def now(self) -> int:
+        return self.current
+
+    def advance(self, seconds: int) -> None:
+        self.current += seconds
+
+
+def _postgres_schema_url(schema: str) -> str:
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{normalise_url(POSTGRES_URL)}{sep}options=-csearch_path%3D{schema}"
+
+
+def make_database_url(kind: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of the given kind; dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'paysign.db'}"
+        return
+    schema = f"t_{secrets.token_hex(6)}"
+    admin = sa.create_engine(normalise_url(POSTGRES_URL))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield _postgres_schema_url(schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    yield from make_database_url(request.param, tmp_path)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
+    migrate(database)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(data_dir=tmp_path / "var", database_url=database_url)
+
+
+@pytest.fixture
+def runtime(settings: Settings, db: Database, clock: FrozenClock) -> Runtime:
+    return Runtime(settings, db, EnvelopeVault(TEST_MASTER_KEY), clock, asset_registry(settings))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """The ASGI app served by uvicorn in a thread: real sockets, real HTTP."""
+
+    def __init__(self, app: object) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_config=None, access_log=False,
+            lifespan="off",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(runtime: Runtime) -> Iterator[LiveServer]:
+    from paysign.api.app import create_app
+
+    with LiveServer(create_app(runtime)) as server:
+        yield server
+
+
+@pytest.fixture
+def http(live_server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_server.url, timeout=10) as client:
+        yield client
+
+
+PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+USDC = {
+    "eip155:8453": ("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", "USD Coin"),
+    "eip155:84532": ("0x036CbD53842c5426634e7929541eC2318f3dCF7e", "USDC"),
+}
+ALIASES = {"base": "eip155:8453", "base-sepolia": "eip155:84532"}
+
+
+def signature_body(
+    *,
+    network: str = "eip155:84532",
+    amount: str = "10000",
+    version: int = 2,
+    max_timeout: int = 60,
+    seller_url: str = "https://api.example.com/weather?city=paris",
+) -> dict[str, object]:
+    """A signature request as an agent would send it, from a seller's 402."""
+    asset, name = USDC[ALIASES.get(network, network)]
+    entry: dict[str, object] = {
+        "scheme": "exact",
+        "network": network,
+        "asset": asset,
+        "payTo": PAY_TO,
+        "maxTimeoutSeconds": max_timeout,
+        "extra": {"name": name, "version": "2"},
+    }
+    if version == 1:
+        entry["maxAmountRequired"] = amount
+        entry["resource"] = seller_url
+        entry["description"] = "weather"
+        return {"sellerUrl": seller_url, "paymentRequired": {"x402Version": 1, "accepts": [entry]}}
+    entry["amount"] = amount
+    return {
+        "sellerUrl": seller_url,
+        "paymentRequired": {
+            "x402Version": 2,
+            "resource": {"url": seller_url, "description": "weather", "mimeType": "application/json"},
+            "accepts": [entry],
+        },
+    }
+
+
+@pytest.fixture
+def account(runtime: Runtime) -> dict[str, str]:
+    """A fresh account with an active API key."""
+    from paysign.services import accounts, keys
+
+    email = f"agent-{secrets.token_hex(4)}@example.com"
+    created = accounts.create_account(
+        runtime.db, runtime.vault, runtime.clock, email=email, password="correct horse battery"
+    )
+    issued = keys.issue_key(runtime.db, runtime.clock, email=email, expires_in_days=30)
+    return {
+        "email": email,
+        "account_id": created.account_id,
+        "wallet": created.wallet_address,
+        "api_key": issued.api_key,
+    }
