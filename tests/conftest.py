@@ -102,7 +102,11 @@ class LiveServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_config=None, access_log=False,
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_config=None,
+            access_log=False,
             lifespan="off",
         )
         self.server = uvicorn.Server(config)
@@ -172,7 +176,11 @@ def signature_body(
         "sellerUrl": seller_url,
         "paymentRequired": {
             "x402Version": 2,
-            "resource": {"url": seller_url, "description": "weather", "mimeType": "application/json"},
+            "resource": {
+                "url": seller_url,
+                "description": "weather",
+                "mimeType": "application/json",
+            },
             "accepts": [entry],
         },
     }

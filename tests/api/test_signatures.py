@@ -8,10 +8,10 @@ import json
 
 import httpx
 import pytest
-from conftest import PAY_TO, signature_body
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
+from conftest import PAY_TO, signature_body
 from paysign.bootstrap import Runtime
 from paysign.store import repositories as repo
 from paysign.store.schema import api_keys, signatures
@@ -59,7 +59,9 @@ def recover(payload: dict, chain_id: int, asset: str, name: str) -> str:
             "nonce": bytes.fromhex(auth["nonce"][2:]),
         },
     }
-    return Account.recover_message(encode_typed_data(full_message=typed), signature=payload["payload"]["signature"])
+    return Account.recover_message(
+        encode_typed_data(full_message=typed), signature=payload["payload"]["signature"]
+    )
 
 
 def test_signs_v2_terms_and_records_the_signature(http, account, runtime: Runtime, clock) -> None:
@@ -91,7 +93,12 @@ def test_signs_v2_terms_and_records_the_signature(http, account, runtime: Runtim
     assert len(rows) == 1
     row = rows[0]
     assert (row.seller_host, row.seller_path) == ("api.example.com", "/weather")
-    assert (row.network, row.amount, row.sandbox, row.x402_version) == ("eip155:84532", 12345, False, 2)
+    assert (row.network, row.amount, row.sandbox, row.x402_version) == (
+        "eip155:84532",
+        12345,
+        False,
+        2,
+    )
     assert "0x" + row.nonce.hex() == result["nonce"]
     assert row.valid_before == result["validBefore"]
     assert row.pay_to.lower() == PAY_TO.lower()
@@ -130,7 +137,10 @@ def test_sandbox_header_on_testnet_is_recorded_as_sandbox(http, account, runtime
 
 def test_sandbox_header_with_mainnet_terms_is_refused(http, account, runtime) -> None:
     response = post(
-        http, account["api_key"], signature_body(network="eip155:8453"), **{"X-Sandbox-Mode": "true"}
+        http,
+        account["api_key"],
+        signature_body(network="eip155:8453"),
+        **{"X-Sandbox-Mode": "true"},
     )
     assert response.status_code == 422
     assert response.headers["content-type"] == "application/problem+json"
@@ -151,7 +161,9 @@ def test_key_use_is_recorded(http, account, runtime, clock) -> None:
 @pytest.mark.parametrize(
     "case", ["missing", "not-bearer", "malformed", "unknown", "expired", "revoked"]
 )
-def test_every_credential_failure_gets_the_identical_401(http, account, runtime, clock, case) -> None:
+def test_every_credential_failure_gets_the_identical_401(
+    http, account, runtime, clock, case
+) -> None:
     from paysign.services import keys
 
     headers: dict[str, str] = {}
@@ -210,19 +222,84 @@ A0 = ["paymentRequired", "accepts", 0]
     [
         (_mutate(["sellerUrl"], _DELETE), 400, "malformed-request", "/sellerUrl"),
         (_mutate(["sellerUrl"], "ftp://x.example/y"), 422, "invalid-payment-terms", "/sellerUrl"),
-        (_mutate(["paymentRequired", "accepts"], []), 400, "malformed-request", "/paymentRequired/accepts"),
-        (_mutate(["paymentRequired", "x402Version"], 3), 422, "invalid-payment-terms", "/paymentRequired/x402Version"),
-        (_mutate([*A0, "scheme"], "upto"), 422, "unsupported-payment-terms", "/paymentRequired/accepts/0/scheme"),
-        (_mutate([*A0, "network"], "eip155:1"), 422, "unsupported-payment-terms", "/paymentRequired/accepts/0/network"),
-        (_mutate([*A0, "asset"], "0x" + "11" * 20), 422, "unsupported-payment-terms", "/paymentRequired/accepts/0/asset"),
-        (_mutate([*A0, "amount"], "0"), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/amount"),
-        (_mutate([*A0, "amount"], "-5"), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/amount"),
-        (_mutate([*A0, "amount"], "1.5"), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/amount"),
-        (_mutate([*A0, "payTo"], "0x1234"), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/payTo"),
-        (_mutate([*A0, "maxTimeoutSeconds"], 0), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/maxTimeoutSeconds"),
-        (_mutate([*A0, "maxTimeoutSeconds"], "60"), 400, "malformed-request", "/paymentRequired/accepts/0/maxTimeoutSeconds"),
-        (_mutate([*A0, "extra"], {"name": "USDC"}), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/extra/version"),
-        (_mutate([*A0, "extra"], {"name": "USD Coin", "version": "2"}), 422, "invalid-payment-terms", "/paymentRequired/accepts/0/extra/name"),
+        (
+            _mutate(["paymentRequired", "accepts"], []),
+            400,
+            "malformed-request",
+            "/paymentRequired/accepts",
+        ),
+        (
+            _mutate(["paymentRequired", "x402Version"], 3),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/x402Version",
+        ),
+        (
+            _mutate([*A0, "scheme"], "upto"),
+            422,
+            "unsupported-payment-terms",
+            "/paymentRequired/accepts/0/scheme",
+        ),
+        (
+            _mutate([*A0, "network"], "eip155:1"),
+            422,
+            "unsupported-payment-terms",
+            "/paymentRequired/accepts/0/network",
+        ),
+        (
+            _mutate([*A0, "asset"], "0x" + "11" * 20),
+            422,
+            "unsupported-payment-terms",
+            "/paymentRequired/accepts/0/asset",
+        ),
+        (
+            _mutate([*A0, "amount"], "0"),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/amount",
+        ),
+        (
+            _mutate([*A0, "amount"], "-5"),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/amount",
+        ),
+        (
+            _mutate([*A0, "amount"], "1.5"),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/amount",
+        ),
+        (
+            _mutate([*A0, "payTo"], "0x1234"),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/payTo",
+        ),
+        (
+            _mutate([*A0, "maxTimeoutSeconds"], 0),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/maxTimeoutSeconds",
+        ),
+        (
+            _mutate([*A0, "maxTimeoutSeconds"], "60"),
+            400,
+            "malformed-request",
+            "/paymentRequired/accepts/0/maxTimeoutSeconds",
+        ),
+        (
+            _mutate([*A0, "extra"], {"name": "USDC"}),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/extra/version",
+        ),
+        (
+            _mutate([*A0, "extra"], {"name": "USD Coin", "version": "2"}),
+            422,
+            "invalid-payment-terms",
+            "/paymentRequired/accepts/0/extra/name",
+        ),
     ],
 )
 def test_invalid_terms_get_a_problem_naming_the_field(

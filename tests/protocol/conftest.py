@@ -16,6 +16,7 @@ SELLER_URL = "https://api.example.com/premium-data?city=Berlin"
 # A throwaway test key (never funded); the examples in eth-account's documentation use it too.
 TEST_KEY = bytes.fromhex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318")
 
+
 def make_registry() -> AssetRegistry:
     return AssetRegistry.from_addresses(
         mainnet=USDC_BASE,

@@ -42,17 +42,25 @@ TRANSFER_TYPES = {
 
 
 def test_typehashes_are_the_hashes_of_their_type_strings() -> None:
-    assert EIP712_DOMAIN_TYPEHASH == keccak256(
-        b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+    assert (
+        keccak256(
+            b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+        )
+        == EIP712_DOMAIN_TYPEHASH
     )
-    assert TRANSFER_WITH_AUTHORIZATION_TYPEHASH == keccak256(
-        b"TransferWithAuthorization(address from,address to,uint256 value,"
-        b"uint256 validAfter,uint256 validBefore,bytes32 nonce)"
+    assert (
+        keccak256(
+            b"TransferWithAuthorization(address from,address to,uint256 value,"
+            b"uint256 validAfter,uint256 validBefore,bytes32 nonce)"
+        )
+        == TRANSFER_WITH_AUTHORIZATION_TYPEHASH
     )
 
 
 def test_keccak_is_ethereum_keccak_not_nist_sha3() -> None:
-    assert keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+    assert (
+        keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+    )
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,9 @@ def _decode(header: str) -> Any:
     return json.loads(base64.b64decode(header, validate=True))
 
 
-@pytest.mark.parametrize(("timeout", "lifetime"), [(1, 1), (60, 60), (120, 120), (121, 120), (3600, 120)])
+@pytest.mark.parametrize(
+    ("timeout", "lifetime"), [(1, 1), (60, 60), (120, 120), (121, 120), (3600, 120)]
+)
 def test_valid_before_is_now_plus_timeout_capped_at_120s(timeout: int, lifetime: int) -> None:
     terms = _terms(v2_body(maxTimeoutSeconds=timeout))
     assert valid_before_for(terms, NOW) == NOW + lifetime
@@ -140,7 +142,10 @@ def test_signature_recovers_to_from_over_the_token_domain() -> None:
     public = coincurve.PublicKey.from_signature_and_message(
         sig[:64] + bytes((sig[64] - 27,)), bytes(typed.message_hash), hasher=None
     )
-    assert checksum_address(keccak256(public.format(compressed=False)[1:])[12:]) == authorization["from"]
+    assert (
+        checksum_address(keccak256(public.format(compressed=False)[1:])[12:])
+        == authorization["from"]
+    )
 
 
 def test_signing_is_deterministic_and_the_nonce_changes_it() -> None:

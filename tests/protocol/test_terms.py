@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -18,7 +19,15 @@ from paysign.protocol import (
     parse_signature_request,
 )
 
-from .conftest import PAY_TO, SELLER_URL, USDC_BASE, USDC_BASE_SEPOLIA, make_registry, v1_body, v2_body
+from .conftest import (
+    PAY_TO,
+    SELLER_URL,
+    USDC_BASE,
+    USDC_BASE_SEPOLIA,
+    make_registry,
+    v1_body,
+    v2_body,
+)
 
 REGISTRY = make_registry()
 DELETE = object()
@@ -41,7 +50,9 @@ def _set(body: Any, path: str, value: Any) -> Any:
     return body
 
 
-def _refusal(body: Any, registry: AssetRegistry = REGISTRY) -> MalformedRequest | InvalidPaymentTerms:
+def _refusal(
+    body: Any, registry: AssetRegistry = REGISTRY
+) -> MalformedRequest | InvalidPaymentTerms:
     with pytest.raises((MalformedRequest, InvalidPaymentTerms)) as caught:
         parse_signature_request(body, registry)
     return caught.value
@@ -86,7 +97,9 @@ def test_v1_body_without_top_level_resource_uses_max_amount_required() -> None:
         (v1_body, "eip155:8453", BASE_MAINNET),
     ],
 )
-def test_aliases_and_caip2_are_accepted_in_both_versions(make: Any, network: str, expected: Any) -> None:
+def test_aliases_and_caip2_are_accepted_in_both_versions(
+    make: Any, network: str, expected: Any
+) -> None:
     terms = parse_signature_request(make(network), REGISTRY).terms
     assert terms.network is expected
     assert terms.network_name == network
@@ -135,6 +148,7 @@ def test_v1_top_level_resource_may_be_a_string_or_an_object(resource: Any) -> No
 # ---------------------------------------------------------------------------------------------
 # One refusal per rule: (base body, pointer to change, new value or DELETE) -> (type, pointer)
 
+
 def _deep(levels: int) -> Any:
     value: Any = []
     for _ in range(levels):
@@ -142,103 +156,250 @@ def _deep(levels: int) -> Any:
     return value
 
 
-M, I, U = MalformedRequest, InvalidPaymentTerms, UnsupportedPaymentTerms
+MAL, INV, UNS = MalformedRequest, InvalidPaymentTerms, UnsupportedPaymentTerms
 LONG_URL = "https://a.example/" + "x" * (2049 - len("https://a.example/"))
 CASES: list[tuple[str, Any, str, Any, type, str]] = [
     # --- MalformedRequest: shape and JSON types
-    ("body-list", v2_body, "", [], M, ""),
-    ("body-null", v2_body, "", None, M, ""),
-    ("body-string", v2_body, "", "{}", M, ""),
-    ("sellerUrl-missing", v2_body, "/sellerUrl", DELETE, M, "/sellerUrl"),
-    ("sellerUrl-number", v2_body, "/sellerUrl", 5, M, "/sellerUrl"),
-    ("pr-missing", v2_body, "/paymentRequired", DELETE, M, "/paymentRequired"),
-    ("pr-array", v2_body, "/paymentRequired", [], M, "/paymentRequired"),
-    ("pr-string", v2_body, "/paymentRequired", "eyJ4NDAyVmVyc2lvbiI6Mn0=", M, "/paymentRequired"),
-    ("version-missing", v2_body, "/paymentRequired/x402Version", DELETE, M, "/paymentRequired/x402Version"),
-    ("version-string", v2_body, "/paymentRequired/x402Version", "2", M, "/paymentRequired/x402Version"),
-    ("version-bool", v2_body, "/paymentRequired/x402Version", True, M, "/paymentRequired/x402Version"),
-    ("version-float", v2_body, "/paymentRequired/x402Version", 2.0, M, "/paymentRequired/x402Version"),
-    ("accepts-missing", v2_body, "/paymentRequired/accepts", DELETE, M, "/paymentRequired/accepts"),
-    ("accepts-empty", v2_body, "/paymentRequired/accepts", [], M, "/paymentRequired/accepts"),
-    ("accepts-object", v2_body, "/paymentRequired/accepts", {}, M, "/paymentRequired/accepts"),
-    ("accepts0-string", v2_body, A0, "exact", M, A0),
-    ("accepts0-null", v2_body, A0, None, M, A0),
+    ("body-list", v2_body, "", [], MAL, ""),
+    ("body-null", v2_body, "", None, MAL, ""),
+    ("body-string", v2_body, "", "{}", MAL, ""),
+    ("sellerUrl-missing", v2_body, "/sellerUrl", DELETE, MAL, "/sellerUrl"),
+    ("sellerUrl-number", v2_body, "/sellerUrl", 5, MAL, "/sellerUrl"),
+    ("pr-missing", v2_body, "/paymentRequired", DELETE, MAL, "/paymentRequired"),
+    ("pr-array", v2_body, "/paymentRequired", [], MAL, "/paymentRequired"),
+    ("pr-string", v2_body, "/paymentRequired", "eyJ4NDAyVmVyc2lvbiI6Mn0=", MAL, "/paymentRequired"),
+    (
+        "version-missing",
+        v2_body,
+        "/paymentRequired/x402Version",
+        DELETE,
+        MAL,
+        "/paymentRequired/x402Version",
+    ),
+    (
+        "version-string",
+        v2_body,
+        "/paymentRequired/x402Version",
+        "2",
+        MAL,
+        "/paymentRequired/x402Version",
+    ),
+    (
+        "version-bool",
+        v2_body,
+        "/paymentRequired/x402Version",
+        True,
+        MAL,
+        "/paymentRequired/x402Version",
+    ),
+    (
+        "version-float",
+        v2_body,
+        "/paymentRequired/x402Version",
+        2.0,
+        MAL,
+        "/paymentRequired/x402Version",
+    ),
+    (
+        "accepts-missing",
+        v2_body,
+        "/paymentRequired/accepts",
+        DELETE,
+        MAL,
+        "/paymentRequired/accepts",
+    ),
+    ("accepts-empty", v2_body, "/paymentRequired/accepts", [], MAL, "/paymentRequired/accepts"),
+    ("accepts-object", v2_body, "/paymentRequired/accepts", {}, MAL, "/paymentRequired/accepts"),
+    ("accepts0-string", v2_body, A0, "exact", MAL, A0),
+    ("accepts0-null", v2_body, A0, None, MAL, A0),
     *[
-        (f"{key}-{kind}", v2_body, f"{A0}/{key}", value, M, f"{A0}/{key}")
+        (f"{key}-{kind}", v2_body, f"{A0}/{key}", value, MAL, f"{A0}/{key}")
         for key in ("scheme", "network", "asset", "payTo")
         for kind, value in (("missing", DELETE), ("number", 1), ("null", None))
     ],
-    ("extra-missing", v2_body, f"{A0}/extra", DELETE, M, f"{A0}/extra"),
-    ("extra-null", v2_body, f"{A0}/extra", None, M, f"{A0}/extra"),
-    ("extra-json-string", v2_body, f"{A0}/extra", '{"name":"USDC"}', M, f"{A0}/extra"),
-    ("timeout-missing", v2_body, f"{A0}/maxTimeoutSeconds", DELETE, M, f"{A0}/maxTimeoutSeconds"),
-    ("timeout-bool", v2_body, f"{A0}/maxTimeoutSeconds", True, M, f"{A0}/maxTimeoutSeconds"),
-    ("timeout-float", v2_body, f"{A0}/maxTimeoutSeconds", 60.0, M, f"{A0}/maxTimeoutSeconds"),
-    ("timeout-string", v2_body, f"{A0}/maxTimeoutSeconds", "60", M, f"{A0}/maxTimeoutSeconds"),
-    ("amount-missing", v2_body, f"{A0}/amount", DELETE, M, f"{A0}/amount"),
-    ("v1-amount-missing", v1_body, f"{A0}/maxAmountRequired", DELETE, M, f"{A0}/amount"),
-    ("amount-float", v2_body, f"{A0}/amount", 10000.0, M, f"{A0}/amount"),
-    ("amount-bool", v2_body, f"{A0}/amount", True, M, f"{A0}/amount"),
-    ("amount-list", v2_body, f"{A0}/amount", ["1"], M, f"{A0}/amount"),
-    ("v1-amount-float", v1_body, f"{A0}/maxAmountRequired", 1.5, M, f"{A0}/maxAmountRequired"),
-    ("v2-resource-missing", v2_body, "/paymentRequired/resource", DELETE, M, "/paymentRequired/resource"),
-    ("v2-resource-string", v2_body, "/paymentRequired/resource", "https://a.example", M, "/paymentRequired/resource"),
-    ("v2-resource-null", v2_body, "/paymentRequired/resource", None, M, "/paymentRequired/resource"),
-    ("v2-resource-url-missing", v2_body, "/paymentRequired/resource/url", DELETE, M, "/paymentRequired/resource/url"),
-    ("v2-resource-url-empty", v2_body, "/paymentRequired/resource/url", "", M, "/paymentRequired/resource/url"),
-    ("v2-resource-url-number", v2_body, "/paymentRequired/resource/url", 1, M, "/paymentRequired/resource/url"),
-    ("v1-resource-number", v1_body, "/paymentRequired/resource", 1, M, "/paymentRequired/resource"),
-    ("v1-resource-list", v1_body, "/paymentRequired/resource", [], M, "/paymentRequired/resource"),
-    ("extensions-list", v2_body, "/paymentRequired/extensions", [], M, "/paymentRequired/extensions"),
+    ("extra-missing", v2_body, f"{A0}/extra", DELETE, MAL, f"{A0}/extra"),
+    ("extra-null", v2_body, f"{A0}/extra", None, MAL, f"{A0}/extra"),
+    ("extra-json-string", v2_body, f"{A0}/extra", '{"name":"USDC"}', MAL, f"{A0}/extra"),
+    ("timeout-missing", v2_body, f"{A0}/maxTimeoutSeconds", DELETE, MAL, f"{A0}/maxTimeoutSeconds"),
+    ("timeout-bool", v2_body, f"{A0}/maxTimeoutSeconds", True, MAL, f"{A0}/maxTimeoutSeconds"),
+    ("timeout-float", v2_body, f"{A0}/maxTimeoutSeconds", 60.0, MAL, f"{A0}/maxTimeoutSeconds"),
+    ("timeout-string", v2_body, f"{A0}/maxTimeoutSeconds", "60", MAL, f"{A0}/maxTimeoutSeconds"),
+    ("amount-missing", v2_body, f"{A0}/amount", DELETE, MAL, f"{A0}/amount"),
+    ("v1-amount-missing", v1_body, f"{A0}/maxAmountRequired", DELETE, MAL, f"{A0}/amount"),
+    ("amount-float", v2_body, f"{A0}/amount", 10000.0, MAL, f"{A0}/amount"),
+    ("amount-bool", v2_body, f"{A0}/amount", True, MAL, f"{A0}/amount"),
+    ("amount-list", v2_body, f"{A0}/amount", ["1"], MAL, f"{A0}/amount"),
+    ("v1-amount-float", v1_body, f"{A0}/maxAmountRequired", 1.5, MAL, f"{A0}/maxAmountRequired"),
+    (
+        "v2-resource-missing",
+        v2_body,
+        "/paymentRequired/resource",
+        DELETE,
+        MAL,
+        "/paymentRequired/resource",
+    ),
+    (
+        "v2-resource-string",
+        v2_body,
+        "/paymentRequired/resource",
+        "https://a.example",
+        MAL,
+        "/paymentRequired/resource",
+    ),
+    (
+        "v2-resource-null",
+        v2_body,
+        "/paymentRequired/resource",
+        None,
+        MAL,
+        "/paymentRequired/resource",
+    ),
+    (
+        "v2-resource-url-missing",
+        v2_body,
+        "/paymentRequired/resource/url",
+        DELETE,
+        MAL,
+        "/paymentRequired/resource/url",
+    ),
+    (
+        "v2-resource-url-empty",
+        v2_body,
+        "/paymentRequired/resource/url",
+        "",
+        MAL,
+        "/paymentRequired/resource/url",
+    ),
+    (
+        "v2-resource-url-number",
+        v2_body,
+        "/paymentRequired/resource/url",
+        1,
+        MAL,
+        "/paymentRequired/resource/url",
+    ),
+    (
+        "v1-resource-number",
+        v1_body,
+        "/paymentRequired/resource",
+        1,
+        MAL,
+        "/paymentRequired/resource",
+    ),
+    (
+        "v1-resource-list",
+        v1_body,
+        "/paymentRequired/resource",
+        [],
+        MAL,
+        "/paymentRequired/resource",
+    ),
+    (
+        "extensions-list",
+        v2_body,
+        "/paymentRequired/extensions",
+        [],
+        MAL,
+        "/paymentRequired/extensions",
+    ),
     # Parses from JSON (orjson reads 1024 levels) but cannot be re-encoded (orjson writes 255).
-    ("accepts0-too-deep", v2_body, f"{A0}/extra/deep", _deep(300), M, A0),
-    ("extensions-int-too-big", v2_body, "/paymentRequired/extensions", {"a": 2**64}, M, "/paymentRequired/extensions"),
+    ("accepts0-too-deep", v2_body, f"{A0}/extra/deep", _deep(300), MAL, A0),
+    (
+        "extensions-int-too-big",
+        v2_body,
+        "/paymentRequired/extensions",
+        {"a": 2**64},
+        MAL,
+        "/paymentRequired/extensions",
+    ),
     # --- InvalidPaymentTerms: well-formed, unsignable values
-    ("url-relative", v2_body, "/sellerUrl", "/premium-data", I, "/sellerUrl"),
-    ("url-ftp", v2_body, "/sellerUrl", "ftp://a.example/x", I, "/sellerUrl"),
-    ("url-no-host", v2_body, "/sellerUrl", "https:///path", I, "/sellerUrl"),
-    ("url-scheme-only", v2_body, "/sellerUrl", "https://", I, "/sellerUrl"),
-    ("url-empty", v2_body, "/sellerUrl", "", I, "/sellerUrl"),
-    ("url-space", v2_body, "/sellerUrl", "https://a.example/a b", I, "/sellerUrl"),
-    ("url-newline", v2_body, "/sellerUrl", "https://a.example/\n", I, "/sellerUrl"),
-    ("url-bad-ipv6", v2_body, "/sellerUrl", "https://[::1/x", I, "/sellerUrl"),
-    ("url-bad-port", v2_body, "/sellerUrl", "https://a.example:99999/x", I, "/sellerUrl"),
-    ("url-too-long", v2_body, "/sellerUrl", LONG_URL, I, "/sellerUrl"),
-    ("version-3", v2_body, "/paymentRequired/x402Version", 3, I, "/paymentRequired/x402Version"),
-    ("version-0", v2_body, "/paymentRequired/x402Version", 0, I, "/paymentRequired/x402Version"),
+    ("url-relative", v2_body, "/sellerUrl", "/premium-data", INV, "/sellerUrl"),
+    ("url-ftp", v2_body, "/sellerUrl", "ftp://a.example/x", INV, "/sellerUrl"),
+    ("url-no-host", v2_body, "/sellerUrl", "https:///path", INV, "/sellerUrl"),
+    ("url-scheme-only", v2_body, "/sellerUrl", "https://", INV, "/sellerUrl"),
+    ("url-empty", v2_body, "/sellerUrl", "", INV, "/sellerUrl"),
+    ("url-space", v2_body, "/sellerUrl", "https://a.example/a b", INV, "/sellerUrl"),
+    ("url-newline", v2_body, "/sellerUrl", "https://a.example/\n", INV, "/sellerUrl"),
+    ("url-bad-ipv6", v2_body, "/sellerUrl", "https://[::1/x", INV, "/sellerUrl"),
+    ("url-bad-port", v2_body, "/sellerUrl", "https://a.example:99999/x", INV, "/sellerUrl"),
+    ("url-too-long", v2_body, "/sellerUrl", LONG_URL, INV, "/sellerUrl"),
+    ("version-3", v2_body, "/paymentRequired/x402Version", 3, INV, "/paymentRequired/x402Version"),
+    ("version-0", v2_body, "/paymentRequired/x402Version", 0, INV, "/paymentRequired/x402Version"),
     *[
-        (f"amount-{value!r}", v2_body, f"{A0}/amount", value, I, f"{A0}/amount")
+        (f"amount-{value!r}", v2_body, f"{A0}/amount", value, INV, f"{A0}/amount")
         for value in ("", "abc", "-1", "+1", " 1", "1.5", "1e6", "0x10", "\u0661\u0662", "0", "000")
     ],
-    ("amount-2**63", v2_body, f"{A0}/amount", str(2**63), I, f"{A0}/amount"),
-    ("amount-huge", v2_body, f"{A0}/amount", "9" * 5000, I, f"{A0}/amount"),
-    ("amount-int-0", v2_body, f"{A0}/amount", 0, I, f"{A0}/amount"),
-    ("amount-int-negative", v2_body, f"{A0}/amount", -5, I, f"{A0}/amount"),
-    ("v1-amount-zero", v1_body, f"{A0}/maxAmountRequired", "0", I, f"{A0}/maxAmountRequired"),
+    ("amount-2**63", v2_body, f"{A0}/amount", str(2**63), INV, f"{A0}/amount"),
+    ("amount-huge", v2_body, f"{A0}/amount", "9" * 5000, INV, f"{A0}/amount"),
+    ("amount-int-0", v2_body, f"{A0}/amount", 0, INV, f"{A0}/amount"),
+    ("amount-int-negative", v2_body, f"{A0}/amount", -5, INV, f"{A0}/amount"),
+    ("v1-amount-zero", v1_body, f"{A0}/maxAmountRequired", "0", INV, f"{A0}/maxAmountRequired"),
     *[
-        (f"{key}-{value!r}", v2_body, f"{A0}/{key}", value, I, f"{A0}/{key}")
+        (f"{key}-{value!r}", v2_body, f"{A0}/{key}", value, INV, f"{A0}/{key}")
         for key in ("asset", "payTo")
-        for value in ("", "0x1234", PAY_TO[2:], "0x" + "g" * 40, PAY_TO + "00", "0x" + "00 " * 13 + "0")
+        for value in (
+            "",
+            "0x1234",
+            PAY_TO[2:],
+            "0x" + "g" * 40,
+            PAY_TO + "00",
+            "0x" + "00 " * 13 + "0",
+        )
     ],
-    ("timeout-0", v2_body, f"{A0}/maxTimeoutSeconds", 0, I, f"{A0}/maxTimeoutSeconds"),
-    ("timeout-negative", v2_body, f"{A0}/maxTimeoutSeconds", -60, I, f"{A0}/maxTimeoutSeconds"),
-    ("extra-name-missing", v2_body, f"{A0}/extra/name", DELETE, I, f"{A0}/extra/name"),
-    ("extra-name-number", v2_body, f"{A0}/extra/name", 1, I, f"{A0}/extra/name"),
-    ("extra-version-missing", v2_body, f"{A0}/extra/version", DELETE, I, f"{A0}/extra/version"),
-    ("extra-version-number", v2_body, f"{A0}/extra/version", 2, I, f"{A0}/extra/version"),
-    ("extra-name-mainnet-on-testnet", v2_body, f"{A0}/extra/name", "USD Coin", I, f"{A0}/extra/name"),
-    ("extra-version-wrong", v2_body, f"{A0}/extra/version", "1", I, f"{A0}/extra/version"),
+    ("timeout-0", v2_body, f"{A0}/maxTimeoutSeconds", 0, INV, f"{A0}/maxTimeoutSeconds"),
+    ("timeout-negative", v2_body, f"{A0}/maxTimeoutSeconds", -60, INV, f"{A0}/maxTimeoutSeconds"),
+    ("extra-name-missing", v2_body, f"{A0}/extra/name", DELETE, INV, f"{A0}/extra/name"),
+    ("extra-name-number", v2_body, f"{A0}/extra/name", 1, INV, f"{A0}/extra/name"),
+    ("extra-version-missing", v2_body, f"{A0}/extra/version", DELETE, INV, f"{A0}/extra/version"),
+    ("extra-version-number", v2_body, f"{A0}/extra/version", 2, INV, f"{A0}/extra/version"),
+    (
+        "extra-name-mainnet-on-testnet",
+        v2_body,
+        f"{A0}/extra/name",
+        "USD Coin",
+        INV,
+        f"{A0}/extra/name",
+    ),
+    ("extra-version-wrong", v2_body, f"{A0}/extra/version", "1", INV, f"{A0}/extra/version"),
     # --- UnsupportedPaymentTerms: valid x402 that paysign does not sign
-    ("scheme-upto", v2_body, f"{A0}/scheme", "upto", U, f"{A0}/scheme"),
-    ("scheme-case", v2_body, f"{A0}/scheme", "EXACT", U, f"{A0}/scheme"),
-    ("network-ethereum", v2_body, f"{A0}/network", "eip155:1", U, f"{A0}/network"),
-    ("network-solana", v2_body, f"{A0}/network", "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp", U, f"{A0}/network"),
-    ("network-case", v2_body, f"{A0}/network", "Base", U, f"{A0}/network"),
-    ("asset-other-token", v2_body, f"{A0}/asset", PAY_TO, U, f"{A0}/asset"),
-    ("asset-mainnet-usdc-on-testnet", v2_body, f"{A0}/asset", USDC_BASE, U, f"{A0}/asset"),
-    ("method-permit2", v2_body, f"{A0}/extra/assetTransferMethod", "permit2", U, f"{A0}/extra/assetTransferMethod"),
-    ("method-erc7710", v2_body, f"{A0}/extra/assetTransferMethod", "erc7710", U, f"{A0}/extra/assetTransferMethod"),
-    ("method-number", v2_body, f"{A0}/extra/assetTransferMethod", 1, U, f"{A0}/extra/assetTransferMethod"),
+    ("scheme-upto", v2_body, f"{A0}/scheme", "upto", UNS, f"{A0}/scheme"),
+    ("scheme-case", v2_body, f"{A0}/scheme", "EXACT", UNS, f"{A0}/scheme"),
+    ("network-ethereum", v2_body, f"{A0}/network", "eip155:1", UNS, f"{A0}/network"),
+    (
+        "network-solana",
+        v2_body,
+        f"{A0}/network",
+        "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+        UNS,
+        f"{A0}/network",
+    ),
+    ("network-case", v2_body, f"{A0}/network", "Base", UNS, f"{A0}/network"),
+    ("asset-other-token", v2_body, f"{A0}/asset", PAY_TO, UNS, f"{A0}/asset"),
+    ("asset-mainnet-usdc-on-testnet", v2_body, f"{A0}/asset", USDC_BASE, UNS, f"{A0}/asset"),
+    (
+        "method-permit2",
+        v2_body,
+        f"{A0}/extra/assetTransferMethod",
+        "permit2",
+        UNS,
+        f"{A0}/extra/assetTransferMethod",
+    ),
+    (
+        "method-erc7710",
+        v2_body,
+        f"{A0}/extra/assetTransferMethod",
+        "erc7710",
+        UNS,
+        f"{A0}/extra/assetTransferMethod",
+    ),
+    (
+        "method-number",
+        v2_body,
+        f"{A0}/extra/assetTransferMethod",
+        1,
+        UNS,
+        f"{A0}/extra/assetTransferMethod",
+    ),
 ]
 
 
@@ -247,7 +408,9 @@ CASES: list[tuple[str, Any, str, Any, type, str]] = [
     [case[1:] for case in CASES],
     ids=[case[0] for case in CASES],
 )
-def test_each_rule_names_its_field(make: Any, path: str, value: Any, error: type, pointer: str) -> None:
+def test_each_rule_names_its_field(
+    make: Any, path: str, value: Any, error: type, pointer: str
+) -> None:
     refusal = _refusal(_set(make(), path, value))
     assert type(refusal) is error, refusal
     assert refusal.pointer == pointer
@@ -255,7 +418,9 @@ def test_each_rule_names_its_field(make: Any, path: str, value: Any, error: type
 
 
 def test_network_without_configured_usdc_is_unsupported() -> None:
-    mainnet_only = AssetRegistry([UsdcToken(BASE_MAINNET, parse_address(USDC_BASE), "USD Coin", "2")])
+    mainnet_only = AssetRegistry(
+        [UsdcToken(BASE_MAINNET, parse_address(USDC_BASE), "USD Coin", "2")]
+    )
     refusal = _refusal(v2_body(), mainnet_only)
     assert type(refusal) is UnsupportedPaymentTerms
     assert refusal.pointer == f"{A0}/network"
@@ -281,17 +446,18 @@ JSON = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 POINTERS = sorted({case[2] for case in CASES if case[2]} | {f"{A0}/extra/name", f"{A0}/resource"})
 
 
 def _parse_or_refuse(body: Any) -> None:
-    try:
+    # UnsupportedPaymentTerms is a subclass of InvalidPaymentTerms.
+    with contextlib.suppress(MalformedRequest, InvalidPaymentTerms):
         parse_signature_request(body, REGISTRY)
-    except (MalformedRequest, InvalidPaymentTerms):  # UnsupportedPaymentTerms is a subclass
-        pass
 
 
 @settings(max_examples=1000, deadline=None)
@@ -305,7 +471,9 @@ def test_fuzz_arbitrary_json_only_raises_domain_errors(body: Any) -> None:
     st.sampled_from([v2_body, v1_body]),
     st.lists(st.tuples(st.sampled_from(POINTERS), st.one_of(st.just(DELETE), JSON)), max_size=4),
 )
-def test_fuzz_mutated_valid_bodies_only_raise_domain_errors(make: Any, edits: list[tuple[str, Any]]) -> None:
+def test_fuzz_mutated_valid_bodies_only_raise_domain_errors(
+    make: Any, edits: list[tuple[str, Any]]
+) -> None:
     body = make()
     for path, value in edits:
         try:

@@ -31,8 +31,12 @@ def test_creates_account_with_wallet_and_sealed_secrets(runtime: Runtime) -> Non
     assert key not in wallet.sealed_key
     assert created.totp_secret.encode() not in account.sealed_totp_secret
     assert account.password_hash.startswith("$argon2")
-    assert accounts.verify_password(accounts.require_account(runtime.db, created.email), "long enough pass")
-    assert not accounts.verify_password(accounts.require_account(runtime.db, created.email), "wrong")
+    assert accounts.verify_password(
+        accounts.require_account(runtime.db, created.email), "long enough pass"
+    )
+    assert not accounts.verify_password(
+        accounts.require_account(runtime.db, created.email), "wrong"
+    )
 
 
 def test_email_is_unique_case_insensitively(runtime: Runtime) -> None:

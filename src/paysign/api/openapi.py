@@ -10,7 +10,9 @@ from paysign.api.problems import PROBLEM_TYPES
 def _problem(description: str) -> dict[str, Any]:
     return {
         "description": description,
-        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        "content": {
+            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        },
     }
 
 
@@ -127,9 +129,14 @@ def openapi_document(base_url: str, problem_base: str) -> dict[str, Any]:
                     },
                 }
             },
-            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
+            "/healthz": {
+                "get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}
+            },
             "/readyz": {
-                "get": {"summary": "Readiness (database)", "responses": {"200": {"description": "ok"}}}
+                "get": {
+                    "summary": "Readiness (database)",
+                    "responses": {"200": {"description": "ok"}},
+                }
             },
         },
     }

@@ -84,14 +84,15 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
     scheme = _string_field(accepted, "scheme")
     if scheme != "exact":
         raise UnsupportedPaymentTerms(
-            f"{_ACCEPTS0}/scheme", f"scheme {scheme!r} is not supported; only 'exact' is signed"
+            f"{_ACCEPTS0}/scheme",
+            f"scheme {_shown(scheme)} is not supported; only 'exact' is signed",
         )
     network_name = _string_field(accepted, "network")
     network = resolve_network(network_name)
     if network is None:
         raise UnsupportedPaymentTerms(
             f"{_ACCEPTS0}/network",
-            f"network {network_name!r} is not supported; use eip155:8453 or eip155:84532",
+            f"network {_shown(network_name)} is not supported; use eip155:8453 or eip155:84532",
         )
     token = registry.usdc_for(network)
     if token is None:
@@ -129,6 +130,12 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
         resource=resource,
         extensions=extensions,
     )
+
+
+def _shown(value: object) -> str:
+    """The seller's value for an error message, cut short: it may be megabytes long."""
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
 
 
 def _required(obj: dict[str, Any], key: str, pointer: str) -> Any:
@@ -244,7 +251,7 @@ def _check_extra(accepted: dict[str, Any], token: UsdcToken) -> None:
         # permit2 / erc7710 need different typed data; signing EIP-3009 instead would be refused.
         raise UnsupportedPaymentTerms(
             f"{pointer}/assetTransferMethod",
-            f"transfer method {method!r} is not supported; only 'eip3009' is signed",
+            f"transfer method {_shown(method)} is not supported; only 'eip3009' is signed",
         )
     for key, expected in (("name", token.name), ("version", token.version)):
         value = extra.get(key)
@@ -255,7 +262,7 @@ def _check_extra(accepted: dict[str, Any], token: UsdcToken) -> None:
         if value != expected:
             raise InvalidPaymentTerms(
                 f"{pointer}/{key}",
-                f"{value!r} is not the EIP-712 domain {key} of USDC on {token.network.caip2} "
+                f"{_shown(value)} is not the EIP-712 domain {key} of USDC on {token.network.caip2} "
                 f"({expected!r}); a signature over it would not verify at the USDC contract",
             )
 

@@ -1,8 +1,8 @@
 """API keys: issued once, stored as a hash, at most one active per account.
 
-    >>> key = new_api_key()
-    >>> key.startswith("psk_") and len(key) == 47 and looks_like_api_key(key)
-    True
+>>> key = new_api_key()
+>>> key.startswith("psk_") and len(key) == 47 and looks_like_api_key(key)
+True
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from paysign.protocol import (
     SignatureRequest,
     SignedPayment,
     parse_signature_request,
+)
+from paysign.protocol import (
     sign_payment as sign_terms,
 )
 from paysign.services.accounts import wallet_context

@@ -212,9 +212,7 @@ def insert_signature(conn: Connection, record: SignatureRecord) -> None:
 
 def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
     rows = conn.execute(
-        sa.select(signatures)
-        .where(signatures.c.account_id == account_id)
-        .order_by(signatures.c.id)
+        sa.select(signatures).where(signatures.c.account_id == account_id).order_by(signatures.c.id)
     ).all()
     return [
         SignatureRecord(

@@ -90,9 +90,7 @@ def upgrade() -> None:
         ),
         sa.UniqueConstraint("nonce", name="uq_signatures_nonce"),
     )
-    op.create_index(
-        "ix_signatures_account_created", "signatures", ["account_id", "created_at"]
-    )
+    op.create_index("ix_signatures_account_created", "signatures", ["account_id", "created_at"])
 
 
 def downgrade() -> None:

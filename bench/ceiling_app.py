@@ -1,0 +1,72 @@
+"""The framework ceiling for ``bench/sign.py``: a bare Starlette JSON endpoint.
+
+``POST /wallets/signatures`` reads the whole request body and answers 200 with a precomputed
+JSON object of ``--response-bytes`` bytes (the size of paysign's real answer) -- no parsing,
+no auth, no middleware, no database. It is served exactly as ``paysign serve`` serves the app:
+one uvicorn worker, ``loop="auto"``/``http="auto"`` (uvloop + httptools), no access log, no
+lifespan. Whatever paysign does beyond this is its own cost.
+
+    .venv/bin/python bench/ceiling_app.py --port 8499 --response-bytes 1400
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+_PREFIX = b'{"paymentSignatureHeader":"'
+_SUFFIX = b'"}'
+
+
+def filler_json(size: int) -> bytes:
+    """A valid JSON object of exactly ``size`` bytes (at least 29)."""
+    pad = size - len(_PREFIX) - len(_SUFFIX)
+    if pad < 0:
+        raise ValueError(f"a response is at least {len(_PREFIX) + len(_SUFFIX)} bytes")
+    return _PREFIX + b"A" * pad + _SUFFIX
+
+
+def make_app(response_bytes: int) -> Starlette:
+    answer = filler_json(response_bytes)
+
+    async def sign(request: Request) -> Response:
+        await request.body()
+        return Response(answer, media_type="application/json")
+
+    async def healthz(request: Request) -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    return Starlette(
+        routes=[
+            Route("/wallets/signatures", sign, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--response-bytes", type=int, default=1400)
+    args = parser.parse_args()
+    # The same uvicorn.run arguments as `paysign serve` (src/paysign/cli.py).
+    uvicorn.run(
+        make_app(args.response_bytes),
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        access_log=False,
+        loop="auto",
+        http="auto",
+        lifespan="off",
+    )
+
+
+if __name__ == "__main__":
+    main()
