@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml requirements.lock requirements-build.lock
 serve: install
 	$(BIN)/paysign serve
 
-test: install
+test: install lint typecheck
 	@bash scripts/ensure-postgres
 	$(BIN)/pytest $(PYTEST_ARGS)
 

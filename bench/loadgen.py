@@ -60,9 +60,7 @@ def _content_length(head: bytes) -> int:
     raise ValueError("response without Content-Length (chunked answers are not supported)")
 
 
-async def _raw_worker(
-    host: str, port: int, request: bytes, deadline: float, stats: Stats
-) -> None:
+async def _raw_worker(host: str, port: int, request: bytes, deadline: float, stats: Stats) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while time.perf_counter() < deadline:

@@ -189,13 +189,16 @@ def signature_body(
 @pytest.fixture
 def account(runtime: Runtime) -> dict[str, str]:
     """A fresh account with an active API key."""
-    from paysign.services import accounts, keys
+    from paysign.services import accounts, keys, policy
 
     email = f"agent-{secrets.token_hex(4)}@example.com"
     created = accounts.create_account(
         runtime.db, runtime.vault, runtime.clock, email=email, password="correct horse battery"
     )
     issued = keys.issue_key(runtime.db, runtime.clock, email=email, expires_in_days=30)
+    policy.decide_seller(
+        runtime.db, runtime.clock, email=email, seller="api.example.com", kind="allow"
+    )
     return {
         "email": email,
         "account_id": created.account_id,

@@ -134,6 +134,25 @@ def test_serve_signs_with_keys_managed_while_it_runs(env: dict[str, str], server
     key = ok_json(paysign(env, "admin", "issue-key", "--email", "live@example.com"))["apiKey"]
     headers = {"Authorization": f"Bearer {key}"}
 
+    # A new seller is Open Ecosystem and needs the holder's approval first (the default).
+    pending = httpx.post(f"{server}/wallets/signatures", json=signature_body(), headers=headers)
+    assert pending.status_code == 403
+    assert pending.json()["type"] == f"{server}/problems/allow-pending"
+    listed = ok_json(paysign(env, "admin", "get-policy", "--email", "live@example.com"))
+    assert listed["pending"] == ["api.example.com/weather"]
+    approved = ok_json(
+        paysign(
+            env,
+            "admin",
+            "approve-seller",
+            "--email",
+            "live@example.com",
+            "--seller",
+            "api.example.com/weather",
+        )
+    )
+    assert approved == {"rule": "api.example.com/weather", "list": "allow", "pendingResolved": 1}
+
     signed = httpx.post(f"{server}/wallets/signatures", json=signature_body(), headers=headers)
     assert signed.status_code == 200, signed.text
     assert signed.json()["paymentSignatureHeader"]

@@ -4,6 +4,10 @@
     paysign admin create-account --email E --password P
     paysign admin issue-key --email E [--expires-in-days N]
     paysign admin revoke-key --email E
+    paysign admin get-policy --email E
+    paysign admin set-policy --email E --file policy.json
+    paysign admin approve-seller --email E --seller HOST[/PATH]
+    paysign admin deny-seller --email E --seller HOST[/PATH]
 
 Admin commands print one JSON object on stdout, act on the same database as the server
 (``PAYSIGN_DATABASE_URL`` or ``PAYSIGN_DATA_DIR``), and exit 1 with a message on refusal.
@@ -13,16 +17,16 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import click
 import orjson
 
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.config import Settings
-from paysign.errors import PaysignError
+from paysign.errors import InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
-from paysign.services import accounts, keys
+from paysign.services import accounts, keys, policy
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -136,3 +140,63 @@ def revoke_key(email: str) -> None:
         _emit({"revoked": True, "email": accounts.normalise_email(email)})
 
     _run(act)
+
+
+@admin.command("get-policy")
+@click.option("--email", required=True)
+def get_policy(email: str) -> None:
+    """Print the account's source policy as one JSON document (docs/policy.md)."""
+
+    def act() -> None:
+        _emit(policy.get_policy(_runtime().db, email=email))
+
+    _run(act)
+
+
+@admin.command("set-policy")
+@click.option("--email", required=True)
+@click.option(
+    "--file",
+    "path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="The policy document; '-' reads standard input.",
+)
+def set_policy(email: str, path: str) -> None:
+    """Replace the account's source policy with the document in FILE; prints the result."""
+
+    def act() -> None:
+        with click.open_file(path, "rb") as handle:
+            raw = handle.read()
+        try:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidPolicy("", f"the file is not valid JSON ({exc})") from None
+        rt = _runtime()
+        _emit(policy.set_policy(rt.db, rt.clock, email=email, document=document))
+
+    _run(act)
+
+
+def _decide_seller(email: str, seller: str, kind: Literal["allow", "deny"]) -> None:
+    def act() -> None:
+        rt = _runtime()
+        _emit(policy.decide_seller(rt.db, rt.clock, email=email, seller=seller, kind=kind))
+
+    _run(act)
+
+
+@admin.command("approve-seller")
+@click.option("--email", required=True)
+@click.option("--seller", required=True, help="host[/path-prefix], e.g. api.example.com/v1")
+def approve_seller(email: str, seller: str) -> None:
+    """Add a seller to the allow list (off the deny list) and settle its pending entries."""
+    _decide_seller(email, seller, "allow")
+
+
+@admin.command("deny-seller")
+@click.option("--email", required=True)
+@click.option("--seller", required=True, help="host[/path-prefix], e.g. api.example.com/v1")
+def deny_seller(email: str, seller: str) -> None:
+    """Add a seller to the deny list (off the allow list) and settle its pending entries."""
+    _decide_seller(email, seller, "deny")

@@ -100,3 +100,42 @@ class InvalidKeyExpiry(PaysignError):
 class InvalidAccountInput(PaysignError):
     slug = "invalid-account-input"
     title = "Invalid account details"
+
+
+class InvalidPolicy(PaysignError):
+    slug = "invalid-policy"
+    title = "Invalid source policy"
+
+    def __init__(self, pointer: str, reason: str) -> None:
+        super().__init__(f"{pointer or '/'}: {reason}", pointer=pointer)
+
+
+class PaymentRefused(PaysignError):
+    """The source policy or a spend cap refused a payment; nothing was signed."""
+
+
+class SellerDenied(PaymentRefused):
+    slug = "seller-denied"
+    title = "Seller is on the deny list"
+
+
+class EcosystemDisabled(PaymentRefused):
+    slug = "ecosystem-disabled"
+    title = "Payments to this ecosystem are switched off"
+
+
+class AllowPending(PaymentRefused):
+    slug = "allow-pending"
+    title = "Seller approval pending"
+
+
+class SpendCapExceeded(PaymentRefused):
+    slug = "spend-cap-exceeded"
+    title = "Spend cap exceeded"
+
+
+class NotAuthenticated(PaysignError):
+    """Missing, malformed, unknown, expired or revoked credential — deliberately not which."""
+
+    slug = "unauthorized"
+    title = "Unauthorized"

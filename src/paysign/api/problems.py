@@ -66,6 +66,44 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Choose the seller's testnet option, or omit the header to pay live.",
         ),
         ProblemType(
+            "allow-pending",
+            403,
+            errors.AllowPending.title,
+            "The account's source policy needs the account holder to approve this seller "
+            "before any payment to it. The seller has been added to the holder's pending "
+            "approvals; the detail names its host and path.",
+            "Ask the human who owns the account to approve the seller in the paysign portal. "
+            "Retrying before they do will not help.",
+        ),
+        ProblemType(
+            "seller-denied",
+            403,
+            errors.SellerDenied.title,
+            "The seller matches a rule on the account's deny list (the `rule` member).",
+            "Do not pay this seller. Only the account holder can change the deny list, in the "
+            "portal; retrying will not help.",
+        ),
+        ProblemType(
+            "ecosystem-disabled",
+            403,
+            errors.EcosystemDisabled.title,
+            "The account holder has switched off payments to this tier of sellers (Premium, "
+            "Standard or Open Ecosystem; the `tier` member says which).",
+            "Choose a seller in an enabled tier, or ask the account holder to switch the "
+            "ecosystem on in the portal. Retrying will not help.",
+        ),
+        ProblemType(
+            "spend-cap-exceeded",
+            403,
+            errors.SpendCapExceeded.title,
+            "Signing this payment would pass one of the account's spend caps. The members "
+            "say which cap (`perPayment`, `daily` or `monthly`), its `limit` and what "
+            "`remaining`, in USDC base units, and `resetsAt` (UTC) for the daily and monthly "
+            "caps. Sandbox payments (`X-Sandbox-Mode: true` on the testnet) do not count.",
+            "Retrying will not help before `resetsAt`. A smaller payment may fit in what "
+            "remains; a larger cap is the account holder's decision, in the portal.",
+        ),
+        ProblemType(
             "request-too-large",
             413,
             errors.RequestTooLarge.title,

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from paysign.api.problems import error_response, problem_response
 from paysign.errors import (
     MalformedRequest,
+    NotAuthenticated,
     PaysignError,
     RequestTooLarge,
     UnsupportedMediaType,
@@ -77,15 +78,6 @@ def render(signed: SignedPayment) -> bytes:
     )
 
 
-def _authenticate_and_sign(
-    deps: SigningDeps, token: str | None, body: Any, sandbox: bool
-) -> SignedPayment | None:
-    holder = authenticate(deps.db, deps.clock, token)
-    if holder is None:
-        return None
-    return sign_payment(deps, holder, body, sandbox=sandbox)
-
-
 def make_endpoint(deps: SigningDeps, problem_base: str, max_body_bytes: int) -> Any:
     async def create_signature(request: Request) -> Response:
         token = bearer_token(request.headers.get("authorization"))
@@ -94,15 +86,17 @@ def make_endpoint(deps: SigningDeps, problem_base: str, max_body_bytes: int) -> 
         try:
             sandbox = sandbox_requested(request)
             body = await read_json_body(request, max_body_bytes)
-            signed = await run_in_threadpool(_authenticate_and_sign, deps, token, body, sandbox)
         except PaysignError as exc:
-            # Authentication comes first for everything but the cheap header/body checks:
-            # an unauthenticated caller learns nothing about validation from a 4xx.
+            # An unauthenticated caller learns nothing from a 4xx: check the key first.
             if await run_in_threadpool(authenticate, deps.db, deps.clock, token) is None:
                 return unauthorized()
             return error_response(problem_base, exc)
-        if signed is None:
+        try:
+            signed = await run_in_threadpool(sign_payment, deps, token, body, sandbox=sandbox)
+        except NotAuthenticated:
             return unauthorized()
+        except PaysignError as exc:
+            return error_response(problem_base, exc)
         return Response(render(signed), media_type="application/json")
 
     return create_signature

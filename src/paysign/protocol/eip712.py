@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Protocol
 
 import coincurve
-import sha3  # safe-pysha3 ships no type hints
+import sha3
 
 # keccak256(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
 EIP712_DOMAIN_TYPEHASH = bytes.fromhex(

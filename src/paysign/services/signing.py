@@ -1,7 +1,10 @@
-"""``sign_payment``: terms in, a recorded EIP-3009 authorization out.
+"""``sign_payment``: terms in, a policy-checked, cap-reserved, recorded EIP-3009 authorization out.
 
-A signature is only ever returned after the row that records it is committed: if the database
-refuses (or the process dies), the caller gets an error and the authorization never leaves.
+The order is fixed: authenticate → validate the terms → source policy (deny → ecosystem →
+allow list / pending) → per-payment cap → sign → in one transaction reserve the day and month
+windows with guarded updates and record the signature → commit → return. A signature is
+only ever returned after the row recording it (and its cap reservation) is committed.
+Every refusal by the policy or a cap is recorded too, in its own committed transaction.
 """
 
 from __future__ import annotations
@@ -9,13 +12,21 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
+from paysign.catalog.tiers import NoListings, TierLookup
 from paysign.clock import Clock
 from paysign.custody import KeyVault, SealedSecret
-from paysign.errors import InvalidPaymentTerms, SandboxNetworkMismatch
+from paysign.errors import (
+    InvalidPaymentTerms,
+    NotAuthenticated,
+    PaymentRefused,
+    PaysignError,
+    SandboxNetworkMismatch,
+)
+from paysign.policy.decide import Decision, Outcome, decide
+from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
     AssetRegistry,
@@ -24,39 +35,13 @@ from paysign.protocol import (
     SignedPayment,
     parse_signature_request,
 )
-from paysign.protocol import (
-    sign_payment as sign_terms,
-)
+from paysign.protocol import sign_payment as sign_terms
 from paysign.services.accounts import wallet_context
-from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS
+from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
+from paysign.services.refusals import cap_refusal, policy_refusal, reserve_spend
+from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
-
-
-@dataclass(frozen=True, slots=True)
-class PaymentAttempt:
-    """Everything the source policy and the caps get to judge, once the terms are valid."""
-
-    holder: repo.KeyHolder
-    request: SignatureRequest
-    seller: SellerLocation
-    sandbox: bool
-    now: int
-
-
-class PaymentGate(Protocol):
-    """Admits or refuses an attempt inside the signing transaction (raise to refuse).
-
-    It runs in the same transaction as the signature record, so a guarded update it makes
-    (a cap reservation) commits or rolls back together with the signature.
-    """
-
-    def admit(self, conn: Connection, attempt: PaymentAttempt) -> None: ...
-
-
-class AdmitAll:
-    def admit(self, conn: Connection, attempt: PaymentAttempt) -> None:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,51 +50,139 @@ class SigningDeps:
     vault: KeyVault
     clock: Clock
     registry: AssetRegistry
-    gate: PaymentGate = field(default_factory=AdmitAll)
+    tiers: TierLookup = field(default_factory=NoListings)
     new_nonce: Callable[[], bytes] = field(default=lambda: secrets.token_bytes(32))
 
 
-def sign_payment(
-    deps: SigningDeps, holder: repo.KeyHolder, body: object, *, sandbox: bool
-) -> SignedPayment:
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    holder: repo.KeyHolder
+    request: SignatureRequest
+    seller: SellerLocation
+    sandbox: bool
+    now: int
+
+    def refusal_record(self, error: PaysignError, rule: str | None) -> policy_repo.RefusalRecord:
+        terms = self.request.terms
+        return policy_repo.RefusalRecord(
+            account_id=self.holder.account_id,
+            api_key_id=self.holder.key_id,
+            seller_host=self.seller.host,
+            seller_path=self.seller.path,
+            network=terms.network.caip2,
+            amount=terms.amount,
+            sandbox=self.sandbox,
+            reason=error.slug,
+            rule=rule,
+            detail=error.detail,
+            created_at=self.now,
+        )
+
+
+def _validated(
+    deps: SigningDeps, body: object, sandbox: bool
+) -> tuple[SignatureRequest, SellerLocation]:
     request = parse_signature_request(body, deps.registry)
-    terms = request.terms
-    if sandbox and not terms.network.testnet:
+    if sandbox and not request.terms.network.testnet:
         raise SandboxNetworkMismatch(
-            f"X-Sandbox-Mode: true was sent for a payment on {terms.network_name}; "
+            f"X-Sandbox-Mode: true was sent for a payment on {request.terms.network_name}; "
             "sandbox payments must be on the testnet (eip155:84532). "
             "Omit the header to make a live payment.",
         )
     try:
-        seller = seller_location(request.seller_url)
+        return request, seller_location(request.seller_url)
     except ValueError as exc:
         raise InvalidPaymentTerms("/sellerUrl", str(exc)) from None
 
+
+def sign_payment(
+    deps: SigningDeps, api_key: str | None, body: object, *, sandbox: bool
+) -> SignedPayment:
+    """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies."""
+    invalid: PaysignError | None = None
+    try:
+        request, seller = _validated(deps, body, sandbox)
+    except PaysignError as exc:
+        invalid = exc
     now = deps.clock.now()
-    attempt = PaymentAttempt(holder, request, seller, sandbox, now)
+    if api_key is None or not looks_like_api_key(api_key):
+        raise NotAuthenticated("Unauthorized")
+    with deps.db.read() as conn:
+        holder = repo.find_key_holder(conn, hash_api_key(api_key), now)
+        if holder is None:
+            raise NotAuthenticated("Unauthorized")
+        if invalid is not None:
+            raise invalid
+        grants = policy_repo.grants_for_hosts(conn, holder.account_id, candidate_hosts(seller))
+    attempt = Attempt(holder, request, seller, sandbox, now)
+
+    decision = decide(holder.policy, grants, seller, deps.tiers.tier_of(seller))
+    if not decision.allowed:
+        _refuse(deps, attempt, decision)
+    terms = request.terms
+    caps = holder.policy.caps
+    if not sandbox and caps.per_payment is not None and terms.amount > caps.per_payment:
+        error = cap_refusal("perPayment", caps.per_payment, caps.per_payment, terms.amount, None)
+        with deps.db.write() as conn:
+            policy_repo.record_refusal(conn, attempt.refusal_record(error, "caps.perPayment"))
+        raise error
+
     private_key = deps.vault.open(
         wallet_context(holder.wallet_id), SealedSecret.from_bytes(holder.sealed_wallet_key)
     )
     signed = sign_terms(terms, PrivateKeySigner(private_key), now=now, nonce=deps.new_nonce())
-
-    record = repo.SignatureRecord(
-        account_id=holder.account_id,
-        api_key_id=holder.key_id,
-        seller_host=seller.host,
-        seller_path=seller.path,
-        network=terms.network.caip2,
-        asset=terms.token.address_hex,
-        pay_to="0x" + terms.pay_to.hex(),
-        amount=terms.amount,
-        nonce=signed.nonce,
-        valid_before=signed.valid_before,
-        sandbox=sandbox,
-        x402_version=terms.x402_version,
-        created_at=now,
-    )
     with deps.db.write() as conn:
-        deps.gate.admit(conn, attempt)
-        repo.insert_signature(conn, record)
-        if holder.last_used_at is None or now - holder.last_used_at >= LAST_USED_RESOLUTION_SECONDS:
-            repo.touch_key(conn, holder.key_id, now)
+        refusal = (
+            None if sandbox else reserve_spend(conn, holder.account_id, terms.amount, caps, now)
+        )
+        if refusal is not None:
+            policy_repo.record_refusal(
+                conn, attempt.refusal_record(refusal, f"caps.{refusal.extensions['cap']}")
+            )
+        else:
+            _record_signature(conn, attempt, signed, decision)
+    if refusal is not None:
+        raise refusal
     return signed
+
+
+def _refuse(deps: SigningDeps, attempt: Attempt, decision: Decision) -> None:
+    error = policy_refusal(decision, attempt.seller)
+    with deps.db.write() as conn:
+        if decision.outcome is Outcome.PENDING:
+            policy_repo.record_pending(conn, attempt.holder.account_id, attempt.seller, attempt.now)
+        policy_repo.record_refusal(conn, attempt.refusal_record(error, decision.rule))
+    raise error
+
+
+def _record_signature(
+    conn: Connection, attempt: Attempt, signed: SignedPayment, decision: Decision
+) -> None:
+    terms = attempt.request.terms
+    holder = attempt.holder
+    repo.insert_signature(
+        conn,
+        repo.SignatureRecord(
+            account_id=holder.account_id,
+            api_key_id=holder.key_id,
+            seller_host=attempt.seller.host,
+            seller_path=attempt.seller.path,
+            network=terms.network.caip2,
+            asset=terms.token.address_hex,
+            pay_to="0x" + terms.pay_to.hex(),
+            amount=terms.amount,
+            nonce=signed.nonce,
+            valid_before=signed.valid_before,
+            sandbox=attempt.sandbox,
+            x402_version=terms.x402_version,
+            created_at=attempt.now,
+            tier=decision.tier.value,
+            rule=decision.rule,
+        ),
+    )
+    last_used = holder.last_used_at
+    if last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS:
+        repo.touch_key(conn, holder.key_id, attempt.now)
+
+
+__all__ = ["PaymentRefused", "SigningDeps", "sign_payment"]

@@ -8,7 +8,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from paysign.errors import AccountAlreadyExists, ActiveKeyExists
-from paysign.store.schema import accounts, api_keys, signatures, wallets
+from paysign.policy.decide import PolicySettings
+from paysign.store.policy_repo import POLICY_COLUMNS, settings_from_row
+from paysign.store.schema import accounts, api_keys, policies, signatures, wallets
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,7 @@ class KeyHolder:
     wallet_address: str
     sealed_wallet_key: bytes
     last_used_at: int | None
+    policy: PolicySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class SignatureRecord:
     sandbox: bool
     x402_version: int
     created_at: int
+    tier: str | None = None
+    rule: str | None = None
+    status: str = "signed"
 
 
 def insert_account(conn: Connection, account: AccountRecord) -> None:
@@ -157,8 +163,13 @@ _KEY_HOLDER = (
         wallets.c.id.label("wallet_id"),
         wallets.c.address,
         wallets.c.sealed_key,
+        *POLICY_COLUMNS,
     )
-    .select_from(api_keys.join(wallets, wallets.c.account_id == api_keys.c.account_id))
+    .select_from(
+        api_keys.join(wallets, wallets.c.account_id == api_keys.c.account_id).outerjoin(
+            policies, policies.c.account_id == api_keys.c.account_id
+        )
+    )
     .where(
         api_keys.c.key_hash == sa.bindparam("key_hash"),
         api_keys.c.revoked_at.is_(None),
@@ -178,6 +189,7 @@ def find_key_holder(conn: Connection, key_hash: bytes, now: int) -> KeyHolder | 
         wallet_address=row.address,
         sealed_wallet_key=row.sealed_key,
         last_used_at=row.last_used_at,
+        policy=settings_from_row(row),
     )
 
 
@@ -204,8 +216,10 @@ def insert_signature(conn: Connection, record: SignatureRecord) -> None:
             "valid_before": record.valid_before,
             "sandbox": record.sandbox,
             "x402_version": record.x402_version,
-            "status": "signed",
+            "status": record.status,
             "created_at": record.created_at,
+            "tier": record.tier,
+            "rule": record.rule,
         },
     )
 
@@ -229,6 +243,9 @@ def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
             sandbox=r.sandbox,
             x402_version=r.x402_version,
             created_at=r.created_at,
+            tier=r.tier,
+            rule=r.rule,
+            status=r.status,
         )
         for r in rows
     ]

@@ -81,5 +81,78 @@ signatures = sa.Table(
     sa.Column("x402_version", sa.SmallInteger, nullable=False),
     sa.Column("status", sa.String(16), nullable=False, server_default="signed"),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("tier", sa.String(16), nullable=True),
+    sa.Column("rule", sa.String(2100), nullable=True),
 )
 sa.Index("ix_signatures_account_created", signatures.c.account_id, signatures.c.created_at)
+
+# --- source policy and spend ----------------------------------------------------------------
+
+policies = sa.Table(
+    "policies",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("approval", sa.String(16), nullable=False),
+    sa.Column("premium", sa.Boolean, nullable=False),
+    sa.Column("standard", sa.Boolean, nullable=False),
+    sa.Column("open_ecosystem", sa.Boolean, nullable=False),
+    sa.Column("cap_per_payment", sa.BigInteger, nullable=True),
+    sa.Column("cap_daily", sa.BigInteger, nullable=True),
+    sa.Column("cap_monthly", sa.BigInteger, nullable=True),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+policy_rules = sa.Table(
+    "policy_rules",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),  # "allow" or "deny"
+    sa.Column("host", sa.String(300), nullable=False),
+    sa.Column("path", sa.String(2048), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("account_id", "kind", "host", "path"),
+)
+# The signing path looks rules up by (account, candidate host): an index probe, not a scan,
+# however many thousands of rules an account has.
+sa.Index("ix_policy_rules_account_host", policy_rules.c.account_id, policy_rules.c.host)
+
+pending_sellers = sa.Table(
+    "pending_sellers",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("host", sa.String(300), primary_key=True),
+    sa.Column("path", sa.String(2048), primary_key=True),
+    sa.Column("first_seen", sa.BigInteger, nullable=False),
+    sa.Column("last_seen", sa.BigInteger, nullable=False),
+    sa.Column("refused_count", sa.BigInteger, nullable=False),
+)
+
+spend_windows = sa.Table(
+    "spend_windows",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("window", sa.String(8), primary_key=True),  # "daily" or "monthly"
+    sa.Column("start", sa.BigInteger, primary_key=True),
+    sa.Column("spent", sa.BigInteger, nullable=False),
+)
+
+refusals = sa.Table(
+    "refusals",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("api_key_id", sa.ForeignKey("api_keys.id"), nullable=True),
+    sa.Column("seller_host", sa.String(300), nullable=False),
+    sa.Column("seller_path", sa.String(2048), nullable=False),
+    sa.Column("network", sa.String(32), nullable=False),
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("sandbox", sa.Boolean, nullable=False),
+    sa.Column("reason", sa.String(32), nullable=False),  # the problem slug
+    sa.Column("rule", sa.String(2100), nullable=True),
+    sa.Column("detail", sa.String(4000), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_refusals_account_created", refusals.c.account_id, refusals.c.created_at)
+# Reconciliation scans live signatures still "signed" past their validBefore.
+sa.Index("ix_signatures_status_valid_before", signatures.c.status, signatures.c.valid_before)

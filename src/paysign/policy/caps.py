@@ -1,0 +1,64 @@
+"""Spend caps: per payment, per UTC day, per UTC calendar month, in USDC base units.
+
+The arithmetic lives here; the reservation itself is a guarded update in the database, so
+concurrent payments can never sum past a cap.
+
+    >>> day = day_window(1_790_000_000)
+    >>> day.name, day.start, day.resets_at - day.start
+    ('daily', 1789948800, 86400)
+    >>> month_window(1_790_000_000).start   # 2026-09-01T00:00:00Z
+    1788220800
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+USDC = 1_000_000
+DAY = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    per_payment: int | None
+    daily: int | None
+    monthly: int | None
+
+    @classmethod
+    def defaults(cls) -> Caps:
+        return cls(per_payment=1 * USDC, daily=10 * USDC, monthly=100 * USDC)
+
+    def limit_of(self, window: str) -> int | None:
+        return {"daily": self.daily, "monthly": self.monthly}[window]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    name: str  # "daily" or "monthly"
+    start: int  # Unix seconds, inclusive
+    resets_at: int  # Unix seconds, exclusive end
+
+
+def day_window(now: int) -> Window:
+    start = now - now % DAY
+    return Window("daily", start, start + DAY)
+
+
+def month_window(now: int) -> Window:
+    moment = datetime.fromtimestamp(now, tz=UTC)
+    start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    following = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return Window("monthly", int(start.timestamp()), int(following.timestamp()))
+
+
+def windows_at(now: int) -> tuple[Window, Window]:
+    return day_window(now), month_window(now)
+
+
+def iso(unix_seconds: int) -> str:
+    return datetime.fromtimestamp(unix_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

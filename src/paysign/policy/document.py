@@ -1,0 +1,133 @@
+"""The policy as one JSON document: what ``admin get-policy`` prints and ``set-policy`` takes.
+
+The shape is fixed (DESIGN 7.6; other tools depend on it). Caps are in USDC base units,
+``null`` for none; ``pending`` is read-only and ignored on input; rules are ``host[/path]``.
+
+    >>> doc = parse_policy_document(render_policy_document(PolicyDocument.defaults()))
+    >>> doc.settings.caps.daily, doc.allow, doc.deny
+    (10000000, (), ())
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from paysign.errors import InvalidPolicy
+from paysign.policy.caps import Caps
+from paysign.policy.decide import Approval, PolicySettings
+from paysign.policy.rules import Rule, parse_rule
+
+_KEYS = {"approval", "ecosystems", "caps", "allow", "deny", "pending"}
+_ECOSYSTEMS = ("premium", "standard", "openEcosystem")
+_CAPS = ("perPayment", "daily", "monthly")
+MAX_RULES_PER_LIST = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDocument:
+    settings: PolicySettings
+    allow: tuple[Rule, ...]
+    deny: tuple[Rule, ...]
+    pending: tuple[str, ...] = ()
+
+    @classmethod
+    def defaults(cls) -> PolicyDocument:
+        return cls(PolicySettings.defaults(), (), ())
+
+
+def render_policy_document(doc: PolicyDocument) -> dict[str, Any]:
+    s = doc.settings
+    return {
+        "approval": s.approval.value,
+        "ecosystems": {
+            "premium": s.premium,
+            "standard": s.standard,
+            "openEcosystem": s.open_ecosystem,
+        },
+        "caps": {
+            "perPayment": s.caps.per_payment,
+            "daily": s.caps.daily,
+            "monthly": s.caps.monthly,
+        },
+        "allow": [str(r) for r in doc.allow],
+        "deny": [str(r) for r in doc.deny],
+        "pending": list(doc.pending),
+    }
+
+
+def parse_policy_document(obj: object) -> PolicyDocument:
+    if not isinstance(obj, dict):
+        raise InvalidPolicy("", "the policy must be a JSON object")
+    unknown = sorted(set(obj) - _KEYS)
+    if unknown:
+        raise InvalidPolicy(f"/{unknown[0]}", f"unknown field; the fields are {sorted(_KEYS)}")
+    for key in _KEYS - {"pending"}:
+        if key not in obj:
+            raise InvalidPolicy(f"/{key}", "is required")
+    try:
+        approval = Approval(obj["approval"])
+    except (ValueError, TypeError):
+        raise InvalidPolicy("/approval", "must be one of 'none', 'openEcosystem', 'all'") from None
+    ecosystems = _flags(obj["ecosystems"])
+    caps = _caps(obj["caps"])
+    allow = _rules(obj["allow"], "allow")
+    deny = _rules(obj["deny"], "deny")
+    both = sorted(set(allow) & set(deny))
+    if both:
+        raise InvalidPolicy("/allow", f"rule {both[0]} is on both the allow and the deny list")
+    settings = PolicySettings(approval, *ecosystems, caps)
+    return PolicyDocument(settings, allow, deny)
+
+
+def _flags(value: object) -> tuple[bool, bool, bool]:
+    if not isinstance(value, dict):
+        raise InvalidPolicy("/ecosystems", "must be an object")
+    extra = sorted(set(value) - set(_ECOSYSTEMS))
+    if extra:
+        raise InvalidPolicy(
+            f"/ecosystems/{extra[0]}", f"unknown switch; the switches are {list(_ECOSYSTEMS)}"
+        )
+    flags = []
+    for name in _ECOSYSTEMS:
+        flag = value.get(name)
+        if not isinstance(flag, bool):
+            raise InvalidPolicy(f"/ecosystems/{name}", "must be true or false")
+        flags.append(flag)
+    return flags[0], flags[1], flags[2]
+
+
+def _caps(value: object) -> Caps:
+    if not isinstance(value, dict):
+        raise InvalidPolicy("/caps", "must be an object")
+    extra = sorted(set(value) - set(_CAPS))
+    if extra:
+        raise InvalidPolicy(f"/caps/{extra[0]}", f"unknown cap; the caps are {list(_CAPS)}")
+    amounts: list[int | None] = []
+    for name in _CAPS:
+        if name not in value:
+            raise InvalidPolicy(f"/caps/{name}", "is required (use null for no cap)")
+        amount = value[name]
+        if amount is not None and (
+            isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount < 2**63
+        ):
+            raise InvalidPolicy(
+                f"/caps/{name}",
+                "must be a whole number of USDC base units (1 USDC = 1000000) or null",
+            )
+        amounts.append(amount)
+    return Caps(*amounts)
+
+
+def _rules(value: object, name: str) -> tuple[Rule, ...]:
+    if not isinstance(value, list):
+        raise InvalidPolicy(f"/{name}", "must be an array of 'host[/path]' strings")
+    if len(value) > MAX_RULES_PER_LIST:
+        raise InvalidPolicy(f"/{name}", f"may hold at most {MAX_RULES_PER_LIST} rules")
+    rules: dict[Rule, None] = {}
+    for i, text in enumerate(value):
+        try:
+            rules[parse_rule(text)] = None
+        except ValueError as exc:
+            raise InvalidPolicy(f"/{name}/{i}", str(exc)) from None
+    return tuple(rules)

@@ -1,0 +1,115 @@
+"""Source-policy rules: ``host[/path-prefix]``, matched against a normalised seller location.
+
+A host is matched exactly (case-insensitive, IDNA) or by a ``*.`` wildcard that covers every
+subdomain (not the apex). A rule without a port covers every port of its host — so a deny rule
+cannot be dodged on another port; a rule with a port covers that port only. The path prefix
+matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v10``.
+
+    >>> rule = parse_rule("*.Example.org/v1/")
+    >>> str(rule), rule.matches(seller_location("https://a.b.example.org/v1/quote?q=1"))
+    ('*.example.org/v1', True)
+    >>> rule.matches(seller_location("https://example.org/v1"))
+    False
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from paysign.policy.seller import (
+    SellerLocation,
+    normalise_host,
+    normalise_path,
+    seller_location,
+    split_host_port,
+)
+
+MAX_RULE_LENGTH = 2048
+
+__all__ = ["Rule", "candidate_hosts", "parse_rule", "seller_location"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Rule:
+    host: str  # "api.example.com", "api.example.com:8443" or "*.example.com"
+    path: str  # normalised prefix, "/" for the whole host
+
+    def __str__(self) -> str:
+        return self.host if self.path == "/" else f"{self.host}{self.path}"
+
+    @property
+    def is_wildcard(self) -> bool:
+        return self.host.startswith("*.")
+
+    def matches(self, location: SellerLocation) -> bool:
+        return self._host_matches(location) and _path_has_prefix(location.path, self.path)
+
+    def _host_matches(self, location: SellerLocation) -> bool:
+        hostname, port = split_host_port(location.host)
+        rule_host, rule_port = split_host_port(self.host)
+        if rule_port and rule_port != port:
+            return False
+        if rule_host.startswith("*."):
+            return hostname.endswith(rule_host[1:])
+        return hostname == rule_host
+
+
+def _path_has_prefix(path: str, prefix: str) -> bool:
+    if prefix == "/":
+        return True
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def parse_rule(text: str) -> Rule:
+    """A rule from ``host[/path]`` (a scheme is tolerated and ignored); ``ValueError`` if not."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a rule must be a non-empty string like 'api.example.com/v1'")
+    text = text.strip()
+    if len(text) > MAX_RULE_LENGTH:
+        raise ValueError(f"a rule may be at most {MAX_RULE_LENGTH} characters")
+    if "?" in text or "#" in text:
+        raise ValueError("a rule matches host and path only; drop the query or fragment")
+    scheme, sep, rest = text.partition("://")
+    default_port = {"http": "80", "https": "443"}.get(scheme.lower()) if sep else None
+    if sep and default_port is None:
+        raise ValueError(f"{text!r}: only http and https URLs can be rules")
+    if not sep:
+        rest = text
+    host_part, slash, path_part = rest.partition("/")
+    wildcard = host_part.startswith("*.")
+    bare = host_part[2:] if wildcard else host_part
+    if not bare or "*" in bare or "@" in bare:
+        raise ValueError(
+            f"{text!r}: the host must be a name like 'api.example.com' or '*.example.com'"
+        )
+    hostname, port = split_host_port(bare)
+    if port and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
+    if port == default_port:
+        port = ""
+    try:
+        host = normalise_host(hostname)
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+    if "." not in host and host != "localhost" and not host.startswith("["):
+        raise ValueError(f"{text!r}: the host must be a full name like 'api.example.com'")
+    if wildcard:
+        host = "*." + host
+    if port:
+        host = f"{host}:{port}"
+    return Rule(host, normalise_path("/" + path_part if slash else "/"))
+
+
+def candidate_hosts(location: SellerLocation) -> list[str]:
+    """Every rule host that could match this location: an index-friendly pre-filter.
+
+    >>> candidate_hosts(seller_location("https://a.b.example.com:8443/x"))
+    ['a.b.example.com', 'a.b.example.com:8443', '*.b.example.com', '*.b.example.com:8443', '*.example.com', '*.example.com:8443', '*.com', '*.com:8443']
+    """
+    hostname, port = split_host_port(location.host)
+    names = [hostname]
+    labels = hostname.split(".")
+    names += ["*." + ".".join(labels[i:]) for i in range(1, len(labels))]
+    if not port:
+        return names
+    return [h for name in names for h in (name, f"{name}:{port}")]

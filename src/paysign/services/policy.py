@@ -1,0 +1,63 @@
+"""Reading and changing an account's source policy (operator CLI now, the portal later).
+
+None of these is reachable with an API key: the agent spends within the policy, it never
+changes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from paysign.clock import Clock
+from paysign.errors import InvalidPolicy
+from paysign.policy.document import (
+    PolicyDocument,
+    parse_policy_document,
+    render_policy_document,
+)
+from paysign.policy.rules import Rule, parse_rule
+from paysign.services.accounts import require_account
+from paysign.store import policy_repo
+from paysign.store.database import Database
+
+
+def get_policy(db: Database, *, email: str) -> dict[str, Any]:
+    account = require_account(db, email)
+    with db.read() as conn:
+        return render_policy_document(policy_repo.load_document(conn, account.id))
+
+
+def set_policy(db: Database, clock: Clock, *, email: str, document: object) -> dict[str, Any]:
+    """Replace the whole policy (``pending`` is read-only and ignored); returns the new one."""
+    parsed = parse_policy_document(document)
+    account = require_account(db, email)
+    now = clock.now()
+    with db.write() as conn:
+        policy_repo.save_settings(conn, account.id, parsed.settings, now)
+        policy_repo.replace_rules(conn, account.id, parsed, now)
+        for rule in (*parsed.allow, *parsed.deny):
+            policy_repo.resolve_pending(conn, account.id, rule)
+    return get_policy(db, email=email)
+
+
+def _rule(seller: str) -> Rule:
+    try:
+        return parse_rule(seller)
+    except ValueError as exc:
+        raise InvalidPolicy("/seller", str(exc)) from None
+
+
+def decide_seller(
+    db: Database, clock: Clock, *, email: str, seller: str, kind: Literal["allow", "deny"]
+) -> dict[str, Any]:
+    """Approve (allow) or deny a seller: the rule goes on one list, off the other, and the
+    pending sellers it covers are settled."""
+    rule = _rule(seller)
+    account = require_account(db, email)
+    with db.write() as conn:
+        policy_repo.add_rule(conn, account.id, kind, rule, clock.now())
+        settled = policy_repo.resolve_pending(conn, account.id, rule)
+    return {"rule": str(rule), "list": kind, "pendingResolved": settled}
+
+
+__all__ = ["PolicyDocument", "decide_seller", "get_policy", "set_policy"]

@@ -1,0 +1,87 @@
+"""Turning a policy decision or a full spend window into the refusal the caller receives."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Connection
+
+from paysign.errors import (
+    AllowPending,
+    EcosystemDisabled,
+    PaymentRefused,
+    SellerDenied,
+    SpendCapExceeded,
+)
+from paysign.policy.caps import Caps, Window, iso, windows_at
+from paysign.policy.decide import Decision, Outcome
+from paysign.policy.seller import SellerLocation
+from paysign.store import policy_repo
+
+USDC = 1_000_000
+
+
+def usdc(amount: int) -> str:
+    whole, frac = divmod(amount, USDC)
+    return f"{whole}.{frac:06d}".rstrip("0").rstrip(".") + " USDC"
+
+
+def policy_refusal(decision: Decision, seller: SellerLocation) -> PaymentRefused:
+    where = {"seller": str(seller), "sellerHost": seller.host, "sellerPath": seller.path}
+    if decision.outcome is Outcome.DENIED:
+        return SellerDenied(
+            f"Payments to {seller} are refused: it matches the deny rule {decision.rule}. "
+            "Only the account holder can change the deny list, in the portal.",
+            rule=decision.rule,
+            **where,
+        )
+    if decision.outcome is Outcome.ECOSYSTEM_DISABLED:
+        return EcosystemDisabled(
+            f"Payments to {seller} are refused: it is a {decision.tier.value} seller and "
+            f"payments to that ecosystem are switched off ({decision.rule}).",
+            rule=decision.rule,
+            tier=decision.tier.value,
+            **where,
+        )
+    assert decision.outcome is Outcome.PENDING
+    return AllowPending(
+        f"The seller {seller.host} (path {seller.path}) is waiting for the account holder's "
+        "approval. Ask them to approve it in the portal; until then every payment to it is "
+        "refused, so retrying now will not help.",
+        **where,
+    )
+
+
+def cap_refusal(
+    cap: str, limit: int, remaining: int, amount: int, resets_at: int | None
+) -> SpendCapExceeded:
+    when = f" It resets at {iso(resets_at)}." if resets_at is not None else ""
+    return SpendCapExceeded(
+        f"This payment of {usdc(amount)} would pass the {cap} cap of {usdc(limit)}; "
+        f"{usdc(remaining)} remains.{when}",
+        cap=cap,
+        limit=limit,
+        remaining=remaining,
+        amount=amount,
+        resetsAt=None if resets_at is None else iso(resets_at),
+    )
+
+
+def reserve_spend(
+    conn: Connection, account_id: str, amount: int, caps: Caps, now: int
+) -> SpendCapExceeded | None:
+    """Reserve ``amount`` in today's and this month's windows, or neither.
+
+    Each window is one guarded upsert. If a later window refuses, the earlier reservation is
+    undone in the same transaction, so the caller can still commit the refusal record.
+    """
+    reserved: list[Window] = []
+    for window in windows_at(now):
+        limit = caps.limit_of(window.name)
+        if policy_repo.reserve(conn, account_id, window, amount, limit):
+            reserved.append(window)
+            continue
+        for done in reserved:
+            policy_repo.release(conn, account_id, done, amount)
+        assert limit is not None  # an uncapped window always accepts
+        spent = policy_repo.spent_in(conn, account_id, window)
+        return cap_refusal(window.name, limit, max(limit - spent, 0), amount, window.resets_at)
+    return None
