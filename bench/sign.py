@@ -1,6 +1,6 @@
 """Signing benchmark: in-process signing cost and HTTP throughput, in one run.
 
-    .venv/bin/python bench/sign.py              # ~1.5 min; `make bench` runs exactly this
+    .venv/bin/python bench/sign.py              # ~1 min; `make bench` runs exactly this
     .venv/bin/python bench/sign.py --postgres   # also our endpoint on PostgreSQL (~+25 s)
     .venv/bin/python bench/sign.py --help
 
@@ -73,6 +73,7 @@ REQUEST_BODY: dict[str, Any] = {
     "paymentRequired": PAYMENT_REQUIRED,
 }
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+PROFILE_RATE = 250  # py-spy samples per second
 
 
 def log(message: str) -> None:
@@ -683,7 +684,7 @@ def profile(
             "--duration",
             f"{args.profile:g}",
             "--rate",
-            "250",
+            str(PROFILE_RATE),
             "--gil",
             "--format",
             "raw",
@@ -701,7 +702,7 @@ def profile(
         stop(spy)
     if not raw.exists():
         return f"_(py-spy produced nothing: {tail(workdir / 'py-spy.log', 5)})_"
-    return summarise_profile(raw, args.profile_top, int(250 * args.profile))
+    return summarise_profile(raw, args.profile_top, int(PROFILE_RATE * args.profile))
 
 
 def _frames(raw: Path) -> Iterator[tuple[list[str], int]]:
@@ -1066,6 +1067,8 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Explicit SIGINT too: a shell starting us in the background would have it ignored.
+    signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _raise_interrupt)
     workdir = Path(tempfile.mkdtemp(prefix="paysign-bench-"))

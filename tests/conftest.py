@@ -3,9 +3,13 @@ a runtime wired like production, and the service over real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -205,3 +209,82 @@ def account(runtime: Runtime) -> dict[str, str]:
         "wallet": created.wallet_address,
         "api_key": issued.api_key,
     }
+
+
+# --- real processes -------------------------------------------------------------------------
+
+PAYSIGN = str(Path(sys.executable).with_name("paysign"))
+
+
+@pytest.fixture
+def env(tmp_path: Path, database_url: str) -> dict[str, str]:
+    """Environment for ``paysign`` processes sharing this test's database."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+    environment["PAYSIGN_DATA_DIR"] = str(tmp_path / "var")
+    if not database_url.startswith("sqlite"):
+        environment["PAYSIGN_DATABASE_URL"] = database_url
+    return environment
+
+
+def paysign(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PAYSIGN, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        input=stdin,
+    )
+
+
+def ok_json(result: subprocess.CompletedProcess[str]) -> dict:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+class ServeProcess:
+    """``paysign serve`` as a child process; its log is checked for secrets on exit."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> str:
+        # A file, not a pipe: a busy server must never block on a full pipe buffer.
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [PAYSIGN, "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self.url
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError(f"server did not start: {self.output().decode()[-2000:]}")
+            time.sleep(0.1)
+
+    def output(self) -> bytes:
+        self.log.seek(0)
+        return self.log.read()
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=15)
+        stderr = self.output()
+        self.log.close()
+        # Nothing secret ever reaches the log: no API key, no TOTP secret, no signature.
+        assert b"psk_" not in stderr
+        assert b"totp" not in stderr.lower()
+        assert b"paymentSignatureHeader" not in stderr
+        assert b"unhandled_error" not in stderr, stderr.decode()[-4000:]

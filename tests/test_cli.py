@@ -2,70 +2,19 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import free_port, signature_body
-
-PAYSIGN = str(Path(sys.executable).with_name("paysign"))
-
-
-@pytest.fixture
-def env(tmp_path: Path, database_url: str) -> dict[str, str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
-    environment["PAYSIGN_DATA_DIR"] = str(tmp_path / "var")
-    if not database_url.startswith("sqlite"):
-        environment["PAYSIGN_DATABASE_URL"] = database_url
-    return environment
-
-
-def paysign(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PAYSIGN, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def ok_json(result: subprocess.CompletedProcess[str]) -> dict:
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+from conftest import ServeProcess, ok_json, paysign, signature_body
 
 
 @pytest.fixture
 def server(env: dict[str, str]) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [PAYSIGN, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.1)
+    with ServeProcess(env) as url:
         yield url
-    finally:
-        proc.terminate()
-        _, stderr = proc.communicate(timeout=15)
-        # Nothing secret ever reaches the log.
-        assert b"psk_" not in stderr
-        assert b"totp" not in stderr.lower()
 
 
 def test_admin_contract(env: dict[str, str]) -> None:

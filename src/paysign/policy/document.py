@@ -18,7 +18,8 @@ from paysign.policy.caps import Caps
 from paysign.policy.decide import Approval, PolicySettings
 from paysign.policy.rules import Rule, parse_rule
 
-_KEYS = {"approval", "ecosystems", "caps", "allow", "deny", "pending"}
+_REQUIRED = ("approval", "ecosystems", "caps", "allow", "deny")
+_KEYS = {*_REQUIRED, "pending"}
 _ECOSYSTEMS = ("premium", "standard", "openEcosystem")
 _CAPS = ("perPayment", "daily", "monthly")
 MAX_RULES_PER_LIST = 100_000
@@ -61,8 +62,8 @@ def parse_policy_document(obj: object) -> PolicyDocument:
         raise InvalidPolicy("", "the policy must be a JSON object")
     unknown = sorted(set(obj) - _KEYS)
     if unknown:
-        raise InvalidPolicy(f"/{unknown[0]}", f"unknown field; the fields are {sorted(_KEYS)}")
-    for key in _KEYS - {"pending"}:
+        raise InvalidPolicy(_pointer(unknown[0]), f"unknown field; the fields are {sorted(_KEYS)}")
+    for key in _REQUIRED:
         if key not in obj:
             raise InvalidPolicy(f"/{key}", "is required")
     try:
@@ -80,13 +81,19 @@ def parse_policy_document(obj: object) -> PolicyDocument:
     return PolicyDocument(settings, allow, deny)
 
 
+def _pointer(*tokens: str) -> str:
+    """An RFC 6901 JSON pointer: ``~`` and ``/`` inside a member name are escaped."""
+    return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
 def _flags(value: object) -> tuple[bool, bool, bool]:
     if not isinstance(value, dict):
         raise InvalidPolicy("/ecosystems", "must be an object")
     extra = sorted(set(value) - set(_ECOSYSTEMS))
     if extra:
         raise InvalidPolicy(
-            f"/ecosystems/{extra[0]}", f"unknown switch; the switches are {list(_ECOSYSTEMS)}"
+            _pointer("ecosystems", extra[0]),
+            f"unknown switch; the switches are {list(_ECOSYSTEMS)}",
         )
     flags = []
     for name in _ECOSYSTEMS:
@@ -102,7 +109,7 @@ def _caps(value: object) -> Caps:
         raise InvalidPolicy("/caps", "must be an object")
     extra = sorted(set(value) - set(_CAPS))
     if extra:
-        raise InvalidPolicy(f"/caps/{extra[0]}", f"unknown cap; the caps are {list(_CAPS)}")
+        raise InvalidPolicy(_pointer("caps", extra[0]), f"unknown cap; the caps are {list(_CAPS)}")
     amounts: list[int | None] = []
     for name in _CAPS:
         if name not in value:

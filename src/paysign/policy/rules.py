@@ -2,7 +2,8 @@
 
 A host is matched exactly (case-insensitive, IDNA) or by a ``*.`` wildcard that covers every
 subdomain (not the apex). A rule without a port covers every port of its host — so a deny rule
-cannot be dodged on another port; a rule with a port covers that port only. The path prefix
+cannot be dodged on another port; a rule with a port covers that port only, except that ports
+80 and 443 are default ports and are dropped (``host:443`` is the rule ``host``). The path prefix
 matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v10``.
 
     >>> rule = parse_rule("*.Example.org/v1/")
@@ -70,8 +71,7 @@ def parse_rule(text: str) -> Rule:
     if "?" in text or "#" in text:
         raise ValueError("a rule matches host and path only; drop the query or fragment")
     scheme, sep, rest = text.partition("://")
-    default_port = {"http": "80", "https": "443"}.get(scheme.lower()) if sep else None
-    if sep and default_port is None:
+    if sep and scheme.lower() not in ("http", "https"):
         raise ValueError(f"{text!r}: only http and https URLs can be rules")
     if not sep:
         rest = text
@@ -82,17 +82,20 @@ def parse_rule(text: str) -> Rule:
         raise ValueError(
             f"{text!r}: the host must be a name like 'api.example.com' or '*.example.com'"
         )
-    hostname, port = split_host_port(bare)
-    if port and (not port.isdigit() or not 0 < int(port) < 65536):
-        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
-    if port == default_port:
-        port = ""
     try:
+        hostname, port = split_host_port(bare)
         host = normalise_host(hostname)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from None
+    if port and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
+    # A seller location never shows port 80 or 443 (each is some scheme's default), so a rule
+    # naming one is read as naming the host; "0443" is 443.
+    port = "" if not port or int(port) in (80, 443) else str(int(port))
     if "." not in host and host != "localhost" and not host.startswith("["):
         raise ValueError(f"{text!r}: the host must be a full name like 'api.example.com'")
+    if wildcard and (host.startswith("[") or host.rpartition(".")[2].isdigit()):
+        raise ValueError(f"{text!r}: a '*.' wildcard needs a domain name, not an IP address")
     if wildcard:
         host = "*." + host
     if port:
@@ -103,8 +106,10 @@ def parse_rule(text: str) -> Rule:
 def candidate_hosts(location: SellerLocation) -> list[str]:
     """Every rule host that could match this location: an index-friendly pre-filter.
 
-    >>> candidate_hosts(seller_location("https://a.b.example.com:8443/x"))
-    ['a.b.example.com', 'a.b.example.com:8443', '*.b.example.com', '*.b.example.com:8443', '*.example.com', '*.example.com:8443', '*.com', '*.com:8443']
+    >>> candidate_hosts(seller_location("https://a.b.example.com/x"))
+    ['a.b.example.com', '*.b.example.com', '*.example.com', '*.com']
+    >>> candidate_hosts(seller_location("https://example.com:8443/x"))
+    ['example.com', 'example.com:8443', '*.com', '*.com:8443']
     """
     hostname, port = split_host_port(location.host)
     names = [hostname]

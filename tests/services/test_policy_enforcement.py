@@ -1,0 +1,282 @@
+"""The signing use case under the source policy and the caps, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import signature_body
+from paysign.bootstrap import Runtime
+from paysign.errors import (
+    AllowPending,
+    EcosystemDisabled,
+    PaymentRefused,
+    SellerDenied,
+    SpendCapExceeded,
+)
+from paysign.policy.caps import day_window, month_window
+from paysign.policy.decide import Tier
+from paysign.policy.seller import SellerLocation
+from paysign.services import policy
+from paysign.services.signing import SigningDeps, sign_payment
+from paysign.store import policy_repo
+from paysign.store import repositories as repo
+
+USDC = 1_000_000
+
+
+class CatalogStub:
+    """Tier lookup standing in for the catalog: hosts named here are listed sellers."""
+
+    def __init__(self, tiers: dict[str, Tier]) -> None:
+        self.tiers = tiers
+
+    def tier_of(self, where: SellerLocation) -> Tier:
+        return self.tiers.get(where.host, Tier.OPEN_ECOSYSTEM)
+
+
+def deps(runtime: Runtime, tiers: dict[str, Tier] | None = None) -> SigningDeps:
+    lookup = CatalogStub(tiers or {})
+    return SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry, lookup)
+
+
+def set_policy(runtime: Runtime, email: str, **changes: object) -> None:
+    doc = policy.get_policy(runtime.db, email=email)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(doc[key], dict):
+            doc[key].update(value)
+        else:
+            doc[key] = value
+    policy.set_policy(runtime.db, runtime.clock, email=email, document=doc)
+
+
+def sign(
+    runtime,
+    account,
+    *,
+    url="https://api.example.com/weather",
+    amount=10_000,
+    network="eip155:84532",
+    sandbox=False,
+    tiers=None,
+):
+    body = signature_body(seller_url=url, amount=str(amount), network=network)
+    return sign_payment(deps(runtime, tiers), account["api_key"], body, sandbox=sandbox)
+
+
+def ledger(runtime, account) -> tuple[list[repo.SignatureRecord], list[policy_repo.RefusalRecord]]:
+    with runtime.db.read() as conn:
+        return (
+            repo.signatures_of(conn, account["account_id"]),
+            list(policy_repo.refusals_of(conn, account["account_id"])),
+        )
+
+
+def spent(runtime, account, window) -> int:
+    with runtime.db.read() as conn:
+        return policy_repo.spent_in(conn, account["account_id"], window)
+
+
+# --- source policy ------------------------------------------------------------------------
+
+
+def test_new_open_ecosystem_seller_is_pending_and_recorded(runtime, account) -> None:
+    with pytest.raises(AllowPending) as refused:
+        sign(runtime, account, url="https://new.example.net/v1/quote?x=1")
+    assert refused.value.title == "Seller approval pending"
+    assert "new.example.net" in refused.value.detail and "/v1/quote" in refused.value.detail
+    assert policy.get_policy(runtime.db, email=account["email"])["pending"] == [
+        "new.example.net/v1/quote"
+    ]
+    signatures, refusals = ledger(runtime, account)
+    assert signatures == []
+    assert [(r.reason, r.rule, r.seller_host) for r in refusals] == [
+        ("allow-pending", "approval.openEcosystem", "new.example.net")
+    ]
+
+
+def test_approving_a_pending_seller_lets_the_next_payment_through(runtime, account) -> None:
+    with pytest.raises(AllowPending):
+        sign(runtime, account, url="https://new.example.net/v1/quote")
+    policy.decide_seller(
+        runtime.db, runtime.clock, email=account["email"], seller="new.example.net/v1", kind="allow"
+    )
+    assert policy.get_policy(runtime.db, email=account["email"])["pending"] == []
+    sign(runtime, account, url="https://new.example.net/v1/quote")
+    signatures, _ = ledger(runtime, account)
+    assert [(s.seller_host, s.rule, s.tier) for s in signatures] == [
+        ("new.example.net", "new.example.net/v1", "OPEN_ECOSYSTEM")
+    ]
+
+
+def test_fifty_simultaneous_requests_create_one_pending_record(runtime, account) -> None:
+    def attempt(_: int) -> str:
+        try:
+            sign(runtime, account, url="https://fresh.example.org/data")
+            return "signed"
+        except AllowPending:
+            return "pending"
+
+    with ThreadPoolExecutor(max_workers=25) as pool:
+        outcomes = list(pool.map(attempt, range(50)))
+    assert outcomes == ["pending"] * 50
+    with runtime.db.read() as conn:
+        pending = policy_repo.pending_of(conn, account["account_id"])
+    assert [(p.host, p.path, p.refused_count) for p in pending] == [
+        ("fresh.example.org", "/data", 50)
+    ]
+
+
+def test_deny_rule_beats_allow_rule_and_is_named(runtime, account) -> None:
+    set_policy(runtime, account["email"], allow=["*.example.com"], deny=["api.example.com/admin"])
+    with pytest.raises(SellerDenied) as refused:
+        sign(runtime, account, url="https://API.example.com:443/x/../admin/%75sers")
+    assert refused.value.extensions["rule"] == "api.example.com/admin"
+    sign(runtime, account, url="https://api.example.com/administrator")  # other segment
+
+
+def test_deny_applies_in_sandbox_too(runtime, account) -> None:
+    set_policy(runtime, account["email"], deny=["api.example.com"], allow=[])
+    with pytest.raises(SellerDenied):
+        sign(runtime, account, sandbox=True)
+    _, refusals = ledger(runtime, account)
+    assert refusals[0].sandbox is True
+
+
+@pytest.mark.parametrize(
+    ("tier", "switch"),
+    [
+        (Tier.PREMIUM, "premium"),
+        (Tier.STANDARD, "standard"),
+        (Tier.OPEN_ECOSYSTEM, "openEcosystem"),
+    ],
+)
+def test_ecosystem_switch_off_refuses_even_allowed_sellers(runtime, account, tier, switch) -> None:
+    set_policy(runtime, account["email"], ecosystems={switch: False})
+    with pytest.raises(EcosystemDisabled) as refused:
+        sign(runtime, account, tiers={"api.example.com": tier})
+    assert refused.value.extensions["tier"] == tier.value
+    with pytest.raises(EcosystemDisabled):
+        sign(runtime, account, tiers={"api.example.com": tier}, sandbox=True)
+
+
+def test_listed_sellers_need_no_approval_by_default(runtime, account) -> None:
+    sign(
+        runtime,
+        account,
+        url="https://premium.example.io/q",
+        tiers={"premium.example.io": Tier.PREMIUM},
+    )
+    with pytest.raises(AllowPending):
+        sign(runtime, account, url="https://open.example.io/q")
+
+
+def test_approval_all_and_none(runtime, account) -> None:
+    set_policy(runtime, account["email"], approval="all", allow=[])
+    with pytest.raises(AllowPending):
+        sign(
+            runtime,
+            account,
+            url="https://std.example.io/q",
+            tiers={"std.example.io": Tier.STANDARD},
+        )
+    set_policy(runtime, account["email"], approval="none")
+    sign(runtime, account, url="https://anything.example.io/q")
+
+
+# --- spend caps ---------------------------------------------------------------------------
+
+
+def test_per_payment_cap(runtime, account) -> None:
+    with pytest.raises(SpendCapExceeded) as refused:
+        sign(runtime, account, amount=USDC + 1)
+    assert refused.value.extensions | {} == {
+        "cap": "perPayment",
+        "limit": USDC,
+        "remaining": USDC,
+        "amount": USDC + 1,
+        "resetsAt": None,
+    }
+    sign(runtime, account, amount=USDC)
+
+
+def test_daily_cap_counts_live_payments_and_says_when_it_resets(runtime, account, clock) -> None:
+    set_policy(runtime, account["email"], caps={"perPayment": None, "daily": 3 * USDC})
+    sign(runtime, account, amount=2 * USDC)
+    with pytest.raises(SpendCapExceeded) as refused:
+        sign(runtime, account, amount=2 * USDC)
+    members = refused.value.extensions
+    assert (members["cap"], members["limit"], members["remaining"]) == ("daily", 3 * USDC, USDC)
+    assert members["resetsAt"].endswith("T00:00:00Z")
+    sign(runtime, account, amount=USDC)  # exactly fills the day
+    assert spent(runtime, account, day_window(clock.now())) == 3 * USDC
+    clock.advance(86_400)
+    sign(runtime, account, amount=2 * USDC)  # a new UTC day
+    assert spent(runtime, account, month_window(clock.now())) == 5 * USDC
+
+
+def test_a_refused_monthly_reservation_releases_the_daily_one(runtime, account, clock) -> None:
+    set_policy(
+        runtime,
+        account["email"],
+        caps={"perPayment": None, "daily": 10 * USDC, "monthly": 3 * USDC},
+    )
+    sign(runtime, account, amount=2 * USDC)
+    with pytest.raises(SpendCapExceeded) as refused:
+        sign(runtime, account, amount=2 * USDC)
+    assert refused.value.extensions["cap"] == "monthly"
+    assert spent(runtime, account, day_window(clock.now())) == 2 * USDC
+    signatures, refusals = ledger(runtime, account)
+    assert len(signatures) == 1
+    assert [(r.reason, r.rule) for r in refusals] == [("spend-cap-exceeded", "caps.monthly")]
+
+
+def test_sandbox_payments_neither_check_nor_count(runtime, account, clock) -> None:
+    set_policy(runtime, account["email"], caps={"perPayment": USDC, "daily": USDC})
+    sign(runtime, account, amount=USDC, sandbox=True)
+    sign(runtime, account, amount=USDC, sandbox=True)  # over every cap, still signed
+    assert spent(runtime, account, day_window(clock.now())) == 0
+    sign(runtime, account, amount=USDC)  # the live cap is untouched by sandbox payments
+    assert spent(runtime, account, day_window(clock.now())) == USDC
+
+
+def test_testnet_payment_without_the_header_counts_as_live(runtime, account, clock) -> None:
+    set_policy(runtime, account["email"], caps={"daily": USDC})
+    sign(runtime, account, amount=USDC, network="eip155:84532")
+    with pytest.raises(SpendCapExceeded):
+        sign(runtime, account, amount=1, network="eip155:84532")
+    signatures, _ = ledger(runtime, account)
+    assert [s.sandbox for s in signatures] == [False]
+
+
+def test_null_caps_mean_no_cap_but_spend_is_still_tracked(runtime, account, clock) -> None:
+    set_policy(runtime, account["email"], caps={"perPayment": None, "daily": None, "monthly": None})
+    for _ in range(3):
+        sign(runtime, account, amount=5 * USDC)
+    assert spent(runtime, account, day_window(clock.now())) == 15 * USDC
+
+
+def test_concurrent_payments_never_pass_the_daily_cap(runtime, account, clock) -> None:
+    k = 7
+    set_policy(runtime, account["email"], caps={"perPayment": None, "daily": k * 100_000})
+
+    def attempt(_: int) -> str:
+        try:
+            sign(runtime, account, amount=100_000)
+            return "signed"
+        except SpendCapExceeded:
+            return "capped"
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        outcomes = list(pool.map(attempt, range(100)))
+    assert outcomes.count("signed") == k
+    signatures, refusals = ledger(runtime, account)
+    assert sum(s.amount for s in signatures) == k * 100_000
+    assert spent(runtime, account, day_window(clock.now())) == k * 100_000
+    assert len(refusals) == 100 - k
+
+
+def test_every_refusal_is_a_payment_refused(runtime, account) -> None:
+    for error in (AllowPending, SellerDenied, EcosystemDisabled, SpendCapExceeded):
+        assert issubclass(error, PaymentRefused)
