@@ -432,21 +432,9 @@ def admin(env: dict[str, str], *argv: str) -> dict[str, Any]:
     return result
 
 
-# Run with the account's environment. The policy layer, where the tree has one, would refuse
-# api.example.com (pending approval) and stop at the default daily cap after ~1000 requests:
-# allow the seller and raise the caps so the policy and cap checks run but never refuse.
-_POLICY_SNIPPET = """
-import json, sys
-try:
-    from paysign.services import policy
-except ImportError:
-    print(json.dumps(None)); sys.exit(0)
-from paysign.bootstrap import build_runtime
-from paysign.config import Settings
-rt = build_runtime(Settings())
-doc = json.loads(sys.argv[2])
-print(json.dumps(policy.set_policy(rt.db, rt.clock, email=sys.argv[1], document=doc)))
-"""
+# The default policy would refuse api.example.com (pending approval) and stop at the default
+# daily cap after ~1000 requests: allow the seller and raise the caps, so the policy and cap
+# checks run on every request but never refuse.
 BENCH_POLICY: dict[str, Any] = {
     "approval": "openEcosystem",
     "ecosystems": {"premium": True, "standard": True, "openEcosystem": True},
@@ -457,20 +445,21 @@ BENCH_POLICY: dict[str, Any] = {
 POLICY_NOTE: list[str] = []
 
 
-def open_policy(env: dict[str, str], email: str) -> None:
-    proc = spawn(
-        [PYTHON, "-c", _POLICY_SNIPPET, email, json.dumps(BENCH_POLICY)], env=env, capture=True
-    )
-    out, _ = proc.communicate(timeout=120)
-    CHILDREN.remove(proc)
-    if proc.returncode != 0:
-        raise SystemExit("could not set the benchmark policy (paysign.services.policy.set_policy)")
-    if json.loads(out) is None:
+def open_policy(env: dict[str, str], email: str, workdir: Path) -> None:
+    """``paysign admin set-policy`` with BENCH_POLICY (skipped on a tree without policies)."""
+    help_proc = spawn([*paysign_cmd(), "admin", "--help"], env=env, capture=True)
+    help_text, _ = help_proc.communicate(timeout=60)
+    CHILDREN.remove(help_proc)
+    if b"set-policy" not in help_text:
         note = "no policy layer in this tree"
     else:
+        policy_file = workdir / "policy.json"
+        policy_file.write_text(json.dumps(BENCH_POLICY))
+        admin(env, "set-policy", "--email", email, "--file", str(policy_file))
         note = (
-            "policy set for the run: allow `api.example.com`, caps perPayment 1 USDC, "
-            "daily/monthly 10^9 USDC (checked and reserved on every request, never binding)"
+            "policy set by `paysign admin set-policy`: allow `api.example.com`, caps perPayment "
+            "1 USDC, daily/monthly 10^9 USDC (checked and reserved on every request, never "
+            "binding)"
         )
     if note not in POLICY_NOTE:
         POLICY_NOTE.append(note)
@@ -483,7 +472,7 @@ def start_paysign(name: str, workdir: Path, database_url: str | None) -> Target:
     email = f"bench-{secrets.token_hex(4)}@example.com"
     admin(env, "create-account", "--email", email, "--password", "benchmark password 1234")
     api_key = admin(env, "issue-key", "--email", email, "--expires-in-days", "1")["apiKey"]
-    open_policy(env, email)
+    open_policy(env, email, workdir)
     port = free_port()
     log_path = workdir / f"{name}.log"
     proc = spawn(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,3 +130,85 @@ def test_embedded_default_keeps_a_private_master_key(env: dict[str, str], tmp_pa
     )
     key_file = tmp_path / "var" / "master.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_policy_commands(env: dict[str, str], tmp_path: Path) -> None:
+    ok_json(
+        paysign(
+            env,
+            "admin",
+            "create-account",
+            "--email",
+            "p@example.com",
+            "--password",
+            "long enough pass",
+        )
+    )
+    before = ok_json(paysign(env, "admin", "get-policy", "--email", "p@example.com"))
+    assert before == {
+        "approval": "openEcosystem",
+        "ecosystems": {"premium": True, "standard": True, "openEcosystem": True},
+        "caps": {"perPayment": 1_000_000, "daily": 10_000_000, "monthly": 100_000_000},
+        "allow": [],
+        "deny": [],
+        "pending": [],
+    }
+    bad = dict(before, caps={"perPayment": -1, "daily": None, "monthly": None})
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(bad))
+    refused = paysign(env, "admin", "set-policy", "--email", "p@example.com", "--file", str(path))
+    assert refused.returncode == 1 and "/caps/perPayment" in refused.stderr
+    path.write_text("{not json")
+    refused = paysign(env, "admin", "set-policy", "--email", "p@example.com", "--file", str(path))
+    assert refused.returncode == 1 and "not valid JSON" in refused.stderr
+    assert ok_json(paysign(env, "admin", "get-policy", "--email", "p@example.com")) == before
+
+    wanted = dict(
+        before,
+        approval="all",
+        allow=["API.example.com/v1/"],
+        deny=["*.evil.example"],
+        pending=["ignored.example.com"],
+    )
+    path.write_text(json.dumps(wanted))
+    after = ok_json(
+        paysign(env, "admin", "set-policy", "--email", "p@example.com", "--file", str(path))
+    )
+    assert (after["approval"], after["allow"], after["deny"], after["pending"]) == (
+        "all",
+        ["api.example.com/v1"],
+        ["*.evil.example"],
+        [],
+    )
+    denied = ok_json(
+        paysign(
+            env,
+            "admin",
+            "deny-seller",
+            "--email",
+            "p@example.com",
+            "--seller",
+            "api.example.com/v1",
+        )
+    )
+    assert denied["list"] == "deny"
+    final = ok_json(paysign(env, "admin", "get-policy", "--email", "p@example.com"))
+    assert (final["allow"], final["deny"]) == ([], ["*.evil.example", "api.example.com/v1"])
+    bad_seller = paysign(
+        env, "admin", "approve-seller", "--email", "p@example.com", "--seller", "not a host"
+    )
+    assert bad_seller.returncode == 1
+
+    assert ok_json(paysign(env, "admin", "activity", "--email", "p@example.com")) == {
+        "activity": []
+    }
+
+
+def test_reconcile_without_rpc_releases_nothing(env: dict[str, str]) -> None:
+    assert ok_json(paysign(env, "reconcile")) == {
+        "networks": [],
+        "settled": 0,
+        "expired": 0,
+        "released": 0,
+        "interrupted": False,
+    }

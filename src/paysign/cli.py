@@ -1,6 +1,7 @@
 """``paysign``: run the service and administer it.
 
     paysign serve [--host H] [--port P]
+    paysign reconcile
     paysign admin create-account --email E --password P
     paysign admin issue-key --email E [--expires-in-days N]
     paysign admin revoke-key --email E
@@ -8,6 +9,7 @@
     paysign admin set-policy --email E --file policy.json
     paysign admin approve-seller --email E --seller HOST[/PATH]
     paysign admin deny-seller --email E --seller HOST[/PATH]
+    paysign admin activity --email E [--limit N]
 
 Admin commands print one JSON object on stdout, act on the same database as the server
 (``PAYSIGN_DATABASE_URL`` or ``PAYSIGN_DATA_DIR``), and exit 1 with a message on refusal.
@@ -22,11 +24,14 @@ from typing import Any, Literal
 import click
 import orjson
 
+from paysign.background import start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
+from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.config import Settings
 from paysign.errors import InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
-from paysign.services import accounts, keys, policy
+from paysign.services import accounts, activity, keys, policy
+from paysign.services.reconcile import reconcile
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -64,6 +69,7 @@ def serve(host: str | None, port: int | None) -> None:
     configure_logging(settings.log_level)
     runtime = build_runtime(settings)
     app = create_app(runtime)
+    stop_reconciler = start_reconciler(runtime)
     click.echo(
         f"paysign listening on {settings.resolved_base_url} "
         f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
@@ -79,6 +85,27 @@ def serve(host: str | None, port: int | None) -> None:
         http="auto",
         lifespan="off",
     )
+    if stop_reconciler is not None:
+        stop_reconciler.set()
+
+
+@main.command("reconcile")
+def reconcile_command() -> None:
+    """Release the spend of signatures that expired unused (asks the chain); prints a report.
+
+    Needs PAYSIGN_MAINNET_RPC_URL and/or PAYSIGN_TESTNET_RPC_URL; other networks are skipped.
+    """
+    settings = Settings()
+    configure_logging("warning")
+    runtime = build_runtime(settings)
+    chain = RpcAuthorizationStates(settings.rpc_urls)
+    try:
+        report = reconcile(
+            runtime.db, runtime.clock, chain, grace_seconds=settings.reconcile_grace_seconds
+        )
+    finally:
+        chain.close()
+    _emit({"networks": sorted(chain.networks), **report.as_dict()})
 
 
 @main.group()
@@ -200,3 +227,15 @@ def approve_seller(email: str, seller: str) -> None:
 def deny_seller(email: str, seller: str) -> None:
     """Add a seller to the deny list (off the allow list) and settle its pending entries."""
     _decide_seller(email, seller, "deny")
+
+
+@admin.command("activity")
+@click.option("--email", required=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+def activity_command(email: str, limit: int) -> None:
+    """Every signature and refusal of the account, newest first, with the deciding rule."""
+
+    def act() -> None:
+        _emit({"activity": activity.activity(_runtime().db, email=email, limit=limit)})
+
+    _run(act)

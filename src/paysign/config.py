@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     usdc_testnet_name: str = "USDC"
     usdc_version: str = "2"
 
+    #: JSON-RPC endpoints used to reconcile signed spend with the chain. A network without one
+    #: is never reconciled: its signed spend stays counted (fail toward under-spending).
+    mainnet_rpc_url: str | None = None
+    testnet_rpc_url: str | None = None
+    reconcile_interval_seconds: int = 60
+    #: Wait this long past validBefore before asking the chain (clock skew, block lag).
+    reconcile_grace_seconds: int = 120
+
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
 
@@ -76,6 +84,11 @@ class Settings(BaseSettings):
     @property
     def resolved_problem_base(self) -> str:
         return (self.problem_base or f"{self.origin}/problems").rstrip("/")
+
+    @property
+    def rpc_urls(self) -> dict[str, str]:
+        urls = {"eip155:8453": self.mainnet_rpc_url, "eip155:84532": self.testnet_rpc_url}
+        return {network: url for network, url in urls.items() if url}
 
     @property
     def resolved_database_url(self) -> str:

@@ -280,3 +280,22 @@ def test_concurrent_payments_never_pass_the_daily_cap(runtime, account, clock) -
 def test_every_refusal_is_a_payment_refused(runtime, account) -> None:
     for error in (AllowPending, SellerDenied, EcosystemDisabled, SpendCapExceeded):
         assert issubclass(error, PaymentRefused)
+
+
+def test_activity_lists_every_decision_with_its_rule(runtime, account, clock) -> None:
+    from paysign.services.activity import activity
+
+    sign(runtime, account, amount=500)
+    clock.advance(1)
+    with pytest.raises(AllowPending):
+        sign(runtime, account, url="https://other.example.net/x")
+    clock.advance(1)
+    with pytest.raises(SpendCapExceeded):
+        sign(runtime, account, amount=2 * USDC)
+    entries = activity(runtime.db, email=account["email"])
+    assert [(e["decision"], e.get("reason"), e["rule"]) for e in entries] == [
+        ("refused", "spend-cap-exceeded", "caps.perPayment"),
+        ("refused", "allow-pending", "approval.openEcosystem"),
+        ("signed", None, "api.example.com"),
+    ]
+    assert entries[2]["status"] == "signed" and entries[2]["amount"] == 500

@@ -1,0 +1,193 @@
+"""Reconciliation returns the spend of signatures that expired unused, exactly once.
+
+The chain here is a fake adapter answering ``authorizationState`` from a set of used nonces
+(the local-chain issue replaces it with anvil); the database is real, both kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import signature_body
+from paysign.chain.authorizations import ChainUnavailable, RpcAuthorizationStates, call_data
+from paysign.errors import SpendCapExceeded
+from paysign.policy.caps import day_window, month_window
+from paysign.services import policy
+from paysign.services.reconcile import reconcile
+from paysign.services.signing import SigningDeps, sign_payment
+from paysign.store import policy_repo
+from paysign.store import repositories as repo
+
+USDC = 1_000_000
+TESTNET = "eip155:84532"
+
+
+class FakeChain:
+    def __init__(self, networks: set[str]) -> None:
+        self._networks = frozenset(networks)
+        self.used: set[bytes] = set()
+        self.fail = False
+        self.calls = 0
+
+    @property
+    def networks(self) -> frozenset[str]:
+        return self._networks
+
+    def is_used(self, network: str, token: bytes, authorizer: bytes, nonce: bytes) -> bool:
+        self.calls += 1
+        if self.fail:
+            raise ChainUnavailable("down")
+        return nonce in self.used
+
+
+def sign(runtime, account, *, amount, network=TESTNET, sandbox=False, max_timeout=60):
+    deps = SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry)
+    body = signature_body(amount=str(amount), network=network, max_timeout=max_timeout)
+    signed = sign_payment(deps, account["api_key"], body, sandbox=sandbox)
+    return signed.nonce
+
+
+def statuses(runtime, account) -> list[str]:
+    with runtime.db.read() as conn:
+        return [s.status for s in repo.signatures_of(conn, account["account_id"])]
+
+
+def spent(runtime, account, window) -> int:
+    with runtime.db.read() as conn:
+        return policy_repo.spent_in(conn, account["account_id"], window)
+
+
+@pytest.fixture
+def capped(runtime, account):
+    doc = policy.get_policy(runtime.db, email=account["email"])
+    doc["caps"] = {"perPayment": None, "daily": 2 * USDC, "monthly": 10 * USDC}
+    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=doc)
+    return account
+
+
+def test_expired_unused_signature_gives_its_spend_back(runtime, capped, clock) -> None:
+    chain = FakeChain({TESTNET})
+    used = sign(runtime, capped, amount=USDC)
+    sign(runtime, capped, amount=USDC)  # never settled
+    chain.used.add(used)
+    with pytest.raises(SpendCapExceeded):
+        sign(runtime, capped, amount=USDC)
+    day, month = day_window(clock.now()), month_window(clock.now())
+
+    report = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    assert report.as_dict()["expired"] == 0  # not yet past validBefore + grace
+    clock.advance(60 + 120 + 1)
+    report = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    assert (report.settled, report.expired, report.released) == (1, 1, USDC)
+    assert statuses(runtime, capped) == ["settled", "expired"]
+    assert spent(runtime, capped, day) == USDC
+    assert spent(runtime, capped, month) == USDC
+
+    # The released amount can be spent again today; a second pass changes nothing.
+    sign(runtime, capped, amount=USDC)
+    calls = chain.calls
+    again = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    assert (again.settled, again.expired, again.released) == (0, 0, 0)
+    assert chain.calls == calls  # the still-valid new signature was not asked about
+
+
+def test_network_without_rpc_is_never_released(runtime, capped, clock) -> None:
+    sign(runtime, capped, amount=USDC, network="eip155:8453")
+    clock.advance(3600)
+    report = reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
+    assert report.expired == 0
+    assert statuses(runtime, capped) == ["signed"]
+    assert spent(runtime, capped, day_window(clock.now() - 3600)) == USDC
+
+
+def test_chain_failure_interrupts_without_changing_anything(runtime, capped, clock) -> None:
+    sign(runtime, capped, amount=USDC)
+    clock.advance(3600)
+    chain = FakeChain({TESTNET})
+    chain.fail = True
+    report = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    assert report.interrupted and report.expired == 0
+    assert statuses(runtime, capped) == ["signed"]
+
+
+def test_sandbox_signatures_are_concluded_but_release_nothing(runtime, capped, clock) -> None:
+    sign(runtime, capped, amount=USDC, sandbox=True)
+    clock.advance(3600)
+    report = reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
+    assert (report.expired, report.released) == (1, 0)
+    assert spent(runtime, capped, day_window(clock.now() - 3600)) == 0
+
+
+def test_concurrent_reconcilers_release_exactly_once(runtime, capped, clock) -> None:
+    for _ in range(2):
+        sign(runtime, capped, amount=USDC)
+    clock.advance(3600)
+
+    def run(_: int):
+        return reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        reports = list(pool.map(run, range(4)))
+    assert sum(r.expired for r in reports) == 2
+    assert sum(r.released for r in reports) == 2 * USDC
+    assert spent(runtime, capped, day_window(clock.now() - 3600)) == 0
+
+
+# --- the JSON-RPC adapter, over real HTTP ---------------------------------------------------
+
+
+class _FakeNode(BaseHTTPRequestHandler):
+    used: set[str] = set()
+    reply_override: object = None
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        call = request["params"][0]
+        if self.reply_override is not None:
+            result = self.reply_override
+        else:
+            result = "0x" + ("%064x" % (1 if call["data"] in self.used else 0))
+        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def node():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeNode)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _FakeNode.used = set()
+    _FakeNode.reply_override = None
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_rpc_reader_encodes_the_call_and_decodes_the_answer(node) -> None:
+    token, owner, nonce = bytes([1]) * 20, bytes([2]) * 20, bytes([3]) * 32
+    _FakeNode.used = {"0x" + call_data(owner, nonce).hex()}
+    reader = RpcAuthorizationStates({TESTNET: node})
+    assert reader.networks == {TESTNET}
+    assert reader.is_used(TESTNET, token, owner, nonce) is True
+    assert reader.is_used(TESTNET, token, owner, bytes(32)) is False
+    with pytest.raises(ChainUnavailable):
+        reader.is_used("eip155:8453", token, owner, nonce)
+    _FakeNode.reply_override = "0x" + "ff" * 32
+    with pytest.raises(ChainUnavailable):
+        reader.is_used(TESTNET, token, owner, nonce)
+    reader.close()
+
+
+def test_rpc_reader_reports_an_unreachable_node() -> None:
+    reader = RpcAuthorizationStates({TESTNET: "http://127.0.0.1:9"}, timeout=1)
+    with pytest.raises(ChainUnavailable):
+        reader.is_used(TESTNET, bytes(20), bytes(20), bytes(32))
