@@ -25,6 +25,7 @@ from paysign.config import Settings
 from paysign.custody import EnvelopeVault
 from paysign.store.database import Database, normalise_url
 from paysign.store.migrate import migrate
+from paysign.store.signing_store import SigningStore, signing_store_for
 
 POSTGRES_URL = os.environ.get(
     "PAYSIGN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -91,6 +92,13 @@ def settings(tmp_path: Path, database_url: str) -> Settings:
 @pytest.fixture
 def runtime(settings: Settings, db: Database, clock: FrozenClock) -> Runtime:
     return Runtime(settings, db, EnvelopeVault(TEST_MASTER_KEY), clock, asset_registry(settings))
+
+
+@pytest.fixture
+def signing_store(runtime: Runtime) -> Iterator[SigningStore]:
+    store = signing_store_for(runtime.db)
+    yield store
+    store.close()
 
 
 def free_port() -> int:

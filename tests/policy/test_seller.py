@@ -44,7 +44,7 @@ def where(url: str) -> str:
         ("https://BÜCHER.example/x", "xn--bcher-kva.example/x"),
         ("https://XN--BCHER-KVA.example/x", "xn--bcher-kva.example/x"),
         ("https://b%C3%BCcher.example/x", "xn--bcher-kva.example/x"),
-        ("https://ｅｖｉｌ.com/", "evil.com/"),
+        ("https://\uff45\uff56\uff49\uff4c.com/", "evil.com/"),  # fullwidth letters
         ("https://evil\u3002com/", "evil.com/"),
         ("https://evil.com\u3002/", "evil.com/"),  # ideographic trailing dot
         ("https://xn--strae-oqa.de/", "xn--strae-oqa.de/"),

@@ -36,11 +36,6 @@ class CatalogStub:
         return self.tiers.get(where.host, Tier.OPEN_ECOSYSTEM)
 
 
-def deps(runtime: Runtime, tiers: dict[str, Tier] | None = None) -> SigningDeps:
-    lookup = CatalogStub(tiers or {})
-    return SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry, lookup)
-
-
 def set_policy(runtime: Runtime, email: str, **changes: object) -> None:
     doc = policy.get_policy(runtime.db, email=email)
     for key, value in changes.items():
@@ -51,18 +46,23 @@ def set_policy(runtime: Runtime, email: str, **changes: object) -> None:
     policy.set_policy(runtime.db, runtime.clock, email=email, document=doc)
 
 
-def sign(
-    runtime,
-    account,
-    *,
-    url="https://api.example.com/weather",
-    amount=10_000,
-    network="eip155:84532",
-    sandbox=False,
-    tiers=None,
-):
-    body = signature_body(seller_url=url, amount=str(amount), network=network)
-    return sign_payment(deps(runtime, tiers), account["api_key"], body, sandbox=sandbox)
+@pytest.fixture
+def sign(runtime, signing_store):
+    def sign_for(
+        account,
+        *,
+        url="https://api.example.com/weather",
+        amount=10_000,
+        network="eip155:84532",
+        sandbox=False,
+        tiers=None,
+    ):
+        lookup = CatalogStub(tiers or {})
+        deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry, lookup)
+        body = signature_body(seller_url=url, amount=str(amount), network=network)
+        return sign_payment(deps, account["api_key"], body, sandbox=sandbox)
+
+    return sign_for
 
 
 def ledger(runtime, account) -> tuple[list[repo.SignatureRecord], list[policy_repo.RefusalRecord]]:
@@ -81,9 +81,9 @@ def spent(runtime, account, window) -> int:
 # --- source policy ------------------------------------------------------------------------
 
 
-def test_new_open_ecosystem_seller_is_pending_and_recorded(runtime, account) -> None:
+def test_new_open_ecosystem_seller_is_pending_and_recorded(sign, runtime, account) -> None:
     with pytest.raises(AllowPending) as refused:
-        sign(runtime, account, url="https://new.example.net/v1/quote?x=1")
+        sign(account, url="https://new.example.net/v1/quote?x=1")
     assert refused.value.title == "Seller approval pending"
     assert "new.example.net" in refused.value.detail and "/v1/quote" in refused.value.detail
     assert policy.get_policy(runtime.db, email=account["email"])["pending"] == [
@@ -96,24 +96,24 @@ def test_new_open_ecosystem_seller_is_pending_and_recorded(runtime, account) -> 
     ]
 
 
-def test_approving_a_pending_seller_lets_the_next_payment_through(runtime, account) -> None:
+def test_approving_a_pending_seller_lets_the_next_payment_through(sign, runtime, account) -> None:
     with pytest.raises(AllowPending):
-        sign(runtime, account, url="https://new.example.net/v1/quote")
+        sign(account, url="https://new.example.net/v1/quote")
     policy.decide_seller(
         runtime.db, runtime.clock, email=account["email"], seller="new.example.net/v1", kind="allow"
     )
     assert policy.get_policy(runtime.db, email=account["email"])["pending"] == []
-    sign(runtime, account, url="https://new.example.net/v1/quote")
+    sign(account, url="https://new.example.net/v1/quote")
     signatures, _ = ledger(runtime, account)
     assert [(s.seller_host, s.rule, s.tier) for s in signatures] == [
         ("new.example.net", "new.example.net/v1", "OPEN_ECOSYSTEM")
     ]
 
 
-def test_fifty_simultaneous_requests_create_one_pending_record(runtime, account) -> None:
+def test_fifty_simultaneous_requests_create_one_pending_record(sign, runtime, account) -> None:
     def attempt(_: int) -> str:
         try:
-            sign(runtime, account, url="https://fresh.example.org/data")
+            sign(account, url="https://fresh.example.org/data")
             return "signed"
         except AllowPending:
             return "pending"
@@ -128,18 +128,18 @@ def test_fifty_simultaneous_requests_create_one_pending_record(runtime, account)
     ]
 
 
-def test_deny_rule_beats_allow_rule_and_is_named(runtime, account) -> None:
+def test_deny_rule_beats_allow_rule_and_is_named(sign, runtime, account) -> None:
     set_policy(runtime, account["email"], allow=["*.example.com"], deny=["api.example.com/admin"])
     with pytest.raises(SellerDenied) as refused:
-        sign(runtime, account, url="https://API.example.com:443/x/../admin/%75sers")
+        sign(account, url="https://API.example.com:443/x/../admin/%75sers")
     assert refused.value.extensions["rule"] == "api.example.com/admin"
-    sign(runtime, account, url="https://api.example.com/administrator")  # other segment
+    sign(account, url="https://api.example.com/administrator")  # other segment
 
 
-def test_deny_applies_in_sandbox_too(runtime, account) -> None:
+def test_deny_applies_in_sandbox_too(sign, runtime, account) -> None:
     set_policy(runtime, account["email"], deny=["api.example.com"], allow=[])
     with pytest.raises(SellerDenied):
-        sign(runtime, account, sandbox=True)
+        sign(account, sandbox=True)
     _, refusals = ledger(runtime, account)
     assert refusals[0].sandbox is True
 
@@ -152,45 +152,45 @@ def test_deny_applies_in_sandbox_too(runtime, account) -> None:
         (Tier.OPEN_ECOSYSTEM, "openEcosystem"),
     ],
 )
-def test_ecosystem_switch_off_refuses_even_allowed_sellers(runtime, account, tier, switch) -> None:
+def test_ecosystem_switch_off_refuses_even_allowed_sellers(
+    sign, runtime, account, tier, switch
+) -> None:
     set_policy(runtime, account["email"], ecosystems={switch: False})
     with pytest.raises(EcosystemDisabled) as refused:
-        sign(runtime, account, tiers={"api.example.com": tier})
+        sign(account, tiers={"api.example.com": tier})
     assert refused.value.extensions["tier"] == tier.value
     with pytest.raises(EcosystemDisabled):
-        sign(runtime, account, tiers={"api.example.com": tier}, sandbox=True)
+        sign(account, tiers={"api.example.com": tier}, sandbox=True)
 
 
-def test_listed_sellers_need_no_approval_by_default(runtime, account) -> None:
+def test_listed_sellers_need_no_approval_by_default(sign, runtime, account) -> None:
     sign(
-        runtime,
         account,
         url="https://premium.example.io/q",
         tiers={"premium.example.io": Tier.PREMIUM},
     )
     with pytest.raises(AllowPending):
-        sign(runtime, account, url="https://open.example.io/q")
+        sign(account, url="https://open.example.io/q")
 
 
-def test_approval_all_and_none(runtime, account) -> None:
+def test_approval_all_and_none(sign, runtime, account) -> None:
     set_policy(runtime, account["email"], approval="all", allow=[])
     with pytest.raises(AllowPending):
         sign(
-            runtime,
             account,
             url="https://std.example.io/q",
             tiers={"std.example.io": Tier.STANDARD},
         )
     set_policy(runtime, account["email"], approval="none")
-    sign(runtime, account, url="https://anything.example.io/q")
+    sign(account, url="https://anything.example.io/q")
 
 
 # --- spend caps ---------------------------------------------------------------------------
 
 
-def test_per_payment_cap(runtime, account) -> None:
+def test_per_payment_cap(sign, runtime, account) -> None:
     with pytest.raises(SpendCapExceeded) as refused:
-        sign(runtime, account, amount=USDC + 1)
+        sign(account, amount=USDC + 1)
     assert refused.value.extensions | {} == {
         "cap": "perPayment",
         "limit": USDC,
@@ -198,33 +198,37 @@ def test_per_payment_cap(runtime, account) -> None:
         "amount": USDC + 1,
         "resetsAt": None,
     }
-    sign(runtime, account, amount=USDC)
+    sign(account, amount=USDC)
 
 
-def test_daily_cap_counts_live_payments_and_says_when_it_resets(runtime, account, clock) -> None:
+def test_daily_cap_counts_live_payments_and_says_when_it_resets(
+    sign, runtime, account, clock
+) -> None:
     set_policy(runtime, account["email"], caps={"perPayment": None, "daily": 3 * USDC})
-    sign(runtime, account, amount=2 * USDC)
+    sign(account, amount=2 * USDC)
     with pytest.raises(SpendCapExceeded) as refused:
-        sign(runtime, account, amount=2 * USDC)
+        sign(account, amount=2 * USDC)
     members = refused.value.extensions
     assert (members["cap"], members["limit"], members["remaining"]) == ("daily", 3 * USDC, USDC)
     assert members["resetsAt"].endswith("T00:00:00Z")
-    sign(runtime, account, amount=USDC)  # exactly fills the day
+    sign(account, amount=USDC)  # exactly fills the day
     assert spent(runtime, account, day_window(clock.now())) == 3 * USDC
     clock.advance(86_400)
-    sign(runtime, account, amount=2 * USDC)  # a new UTC day
+    sign(account, amount=2 * USDC)  # a new UTC day
     assert spent(runtime, account, month_window(clock.now())) == 5 * USDC
 
 
-def test_a_refused_monthly_reservation_releases_the_daily_one(runtime, account, clock) -> None:
+def test_a_refused_monthly_reservation_releases_the_daily_one(
+    sign, runtime, account, clock
+) -> None:
     set_policy(
         runtime,
         account["email"],
         caps={"perPayment": None, "daily": 10 * USDC, "monthly": 3 * USDC},
     )
-    sign(runtime, account, amount=2 * USDC)
+    sign(account, amount=2 * USDC)
     with pytest.raises(SpendCapExceeded) as refused:
-        sign(runtime, account, amount=2 * USDC)
+        sign(account, amount=2 * USDC)
     assert refused.value.extensions["cap"] == "monthly"
     assert spent(runtime, account, day_window(clock.now())) == 2 * USDC
     signatures, refusals = ledger(runtime, account)
@@ -232,38 +236,38 @@ def test_a_refused_monthly_reservation_releases_the_daily_one(runtime, account, 
     assert [(r.reason, r.rule) for r in refusals] == [("spend-cap-exceeded", "caps.monthly")]
 
 
-def test_sandbox_payments_neither_check_nor_count(runtime, account, clock) -> None:
+def test_sandbox_payments_neither_check_nor_count(sign, runtime, account, clock) -> None:
     set_policy(runtime, account["email"], caps={"perPayment": USDC, "daily": USDC})
-    sign(runtime, account, amount=USDC, sandbox=True)
-    sign(runtime, account, amount=USDC, sandbox=True)  # over every cap, still signed
+    sign(account, amount=USDC, sandbox=True)
+    sign(account, amount=USDC, sandbox=True)  # over every cap, still signed
     assert spent(runtime, account, day_window(clock.now())) == 0
-    sign(runtime, account, amount=USDC)  # the live cap is untouched by sandbox payments
+    sign(account, amount=USDC)  # the live cap is untouched by sandbox payments
     assert spent(runtime, account, day_window(clock.now())) == USDC
 
 
-def test_testnet_payment_without_the_header_counts_as_live(runtime, account, clock) -> None:
+def test_testnet_payment_without_the_header_counts_as_live(sign, runtime, account, clock) -> None:
     set_policy(runtime, account["email"], caps={"daily": USDC})
-    sign(runtime, account, amount=USDC, network="eip155:84532")
+    sign(account, amount=USDC, network="eip155:84532")
     with pytest.raises(SpendCapExceeded):
-        sign(runtime, account, amount=1, network="eip155:84532")
+        sign(account, amount=1, network="eip155:84532")
     signatures, _ = ledger(runtime, account)
     assert [s.sandbox for s in signatures] == [False]
 
 
-def test_null_caps_mean_no_cap_but_spend_is_still_tracked(runtime, account, clock) -> None:
+def test_null_caps_mean_no_cap_but_spend_is_still_tracked(sign, runtime, account, clock) -> None:
     set_policy(runtime, account["email"], caps={"perPayment": None, "daily": None, "monthly": None})
     for _ in range(3):
-        sign(runtime, account, amount=5 * USDC)
+        sign(account, amount=5 * USDC)
     assert spent(runtime, account, day_window(clock.now())) == 15 * USDC
 
 
-def test_concurrent_payments_never_pass_the_daily_cap(runtime, account, clock) -> None:
+def test_concurrent_payments_never_pass_the_daily_cap(sign, runtime, account, clock) -> None:
     k = 7
     set_policy(runtime, account["email"], caps={"perPayment": None, "daily": k * 100_000})
 
     def attempt(_: int) -> str:
         try:
-            sign(runtime, account, amount=100_000)
+            sign(account, amount=100_000)
             return "signed"
         except SpendCapExceeded:
             return "capped"
@@ -277,21 +281,21 @@ def test_concurrent_payments_never_pass_the_daily_cap(runtime, account, clock) -
     assert len(refusals) == 100 - k
 
 
-def test_every_refusal_is_a_payment_refused(runtime, account) -> None:
+def test_every_refusal_is_a_payment_refused(sign, runtime, account) -> None:
     for error in (AllowPending, SellerDenied, EcosystemDisabled, SpendCapExceeded):
         assert issubclass(error, PaymentRefused)
 
 
-def test_activity_lists_every_decision_with_its_rule(runtime, account, clock) -> None:
+def test_activity_lists_every_decision_with_its_rule(sign, runtime, account, clock) -> None:
     from paysign.services.activity import activity
 
-    sign(runtime, account, amount=500)
+    sign(account, amount=500)
     clock.advance(1)
     with pytest.raises(AllowPending):
-        sign(runtime, account, url="https://other.example.net/x")
+        sign(account, url="https://other.example.net/x")
     clock.advance(1)
     with pytest.raises(SpendCapExceeded):
-        sign(runtime, account, amount=2 * USDC)
+        sign(account, amount=2 * USDC)
     entries = activity(runtime.db, email=account["email"])
     assert [(e["decision"], e.get("reason"), e["rule"]) for e in entries] == [
         ("refused", "spend-cap-exceeded", "caps.perPayment"),

@@ -45,11 +45,14 @@ class FakeChain:
         return nonce in self.used
 
 
-def sign(runtime, account, *, amount, network=TESTNET, sandbox=False, max_timeout=60):
-    deps = SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry)
-    body = signature_body(amount=str(amount), network=network, max_timeout=max_timeout)
-    signed = sign_payment(deps, account["api_key"], body, sandbox=sandbox)
-    return signed.nonce
+@pytest.fixture
+def sign(runtime, signing_store):
+    def sign_for(account, *, amount, network=TESTNET, sandbox=False, max_timeout=60):
+        deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
+        body = signature_body(amount=str(amount), network=network, max_timeout=max_timeout)
+        return sign_payment(deps, account["api_key"], body, sandbox=sandbox).nonce
+
+    return sign_for
 
 
 def statuses(runtime, account) -> list[str]:
@@ -70,13 +73,13 @@ def capped(runtime, account):
     return account
 
 
-def test_expired_unused_signature_gives_its_spend_back(runtime, capped, clock) -> None:
+def test_expired_unused_signature_gives_its_spend_back(sign, runtime, capped, clock) -> None:
     chain = FakeChain({TESTNET})
-    used = sign(runtime, capped, amount=USDC)
-    sign(runtime, capped, amount=USDC)  # never settled
+    used = sign(capped, amount=USDC)
+    sign(capped, amount=USDC)  # never settled
     chain.used.add(used)
     with pytest.raises(SpendCapExceeded):
-        sign(runtime, capped, amount=USDC)
+        sign(capped, amount=USDC)
     day, month = day_window(clock.now()), month_window(clock.now())
 
     report = reconcile(runtime.db, clock, chain, grace_seconds=120)
@@ -89,15 +92,15 @@ def test_expired_unused_signature_gives_its_spend_back(runtime, capped, clock) -
     assert spent(runtime, capped, month) == USDC
 
     # The released amount can be spent again today; a second pass changes nothing.
-    sign(runtime, capped, amount=USDC)
+    sign(capped, amount=USDC)
     calls = chain.calls
     again = reconcile(runtime.db, clock, chain, grace_seconds=120)
     assert (again.settled, again.expired, again.released) == (0, 0, 0)
     assert chain.calls == calls  # the still-valid new signature was not asked about
 
 
-def test_network_without_rpc_is_never_released(runtime, capped, clock) -> None:
-    sign(runtime, capped, amount=USDC, network="eip155:8453")
+def test_network_without_rpc_is_never_released(sign, runtime, capped, clock) -> None:
+    sign(capped, amount=USDC, network="eip155:8453")
     clock.advance(3600)
     report = reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
     assert report.expired == 0
@@ -105,8 +108,8 @@ def test_network_without_rpc_is_never_released(runtime, capped, clock) -> None:
     assert spent(runtime, capped, day_window(clock.now() - 3600)) == USDC
 
 
-def test_chain_failure_interrupts_without_changing_anything(runtime, capped, clock) -> None:
-    sign(runtime, capped, amount=USDC)
+def test_chain_failure_interrupts_without_changing_anything(sign, runtime, capped, clock) -> None:
+    sign(capped, amount=USDC)
     clock.advance(3600)
     chain = FakeChain({TESTNET})
     chain.fail = True
@@ -115,17 +118,17 @@ def test_chain_failure_interrupts_without_changing_anything(runtime, capped, clo
     assert statuses(runtime, capped) == ["signed"]
 
 
-def test_sandbox_signatures_are_concluded_but_release_nothing(runtime, capped, clock) -> None:
-    sign(runtime, capped, amount=USDC, sandbox=True)
+def test_sandbox_signatures_are_concluded_but_release_nothing(sign, runtime, capped, clock) -> None:
+    sign(capped, amount=USDC, sandbox=True)
     clock.advance(3600)
     report = reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
     assert (report.expired, report.released) == (1, 0)
     assert spent(runtime, capped, day_window(clock.now() - 3600)) == 0
 
 
-def test_concurrent_reconcilers_release_exactly_once(runtime, capped, clock) -> None:
+def test_concurrent_reconcilers_release_exactly_once(sign, runtime, capped, clock) -> None:
     for _ in range(2):
-        sign(runtime, capped, amount=USDC)
+        sign(capped, amount=USDC)
     clock.advance(3600)
 
     def run(_: int):

@@ -16,16 +16,16 @@ from paysign.api.pages import healthz, json_response, make_problem_page, make_re
 from paysign.api.problems import problem_response
 from paysign.api.signatures import make_endpoint
 from paysign.bootstrap import Runtime
-from paysign.catalog.tiers import TierLookup
+from paysign.catalog.tiers import NoListings, TierLookup
 from paysign.services.signing import SigningDeps
+from paysign.store.signing_store import signing_store_for
 
 
 def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlette:
     settings = runtime.settings
     problem_base = settings.resolved_problem_base
-    deps = SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry)
-    if tiers is not None:
-        deps = SigningDeps(runtime.db, runtime.vault, runtime.clock, runtime.registry, tiers)
+    store = signing_store_for(runtime.db)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or NoListings())
     openapi = openapi_document(settings.resolved_base_url, problem_base)
 
     async def openapi_json(request: Request) -> Response:

@@ -89,8 +89,8 @@ def parse_rule(text: str) -> Rule:
         raise ValueError(f"{text!r}: {exc}") from None
     if port and (not port.isdigit() or not 0 < int(port) < 65536):
         raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
-    # A seller location never shows port 80 or 443 (each is some scheme's default), so a rule
-    # naming one is read as naming the host; "0443" is 443.
+    # 80 and 443 are default ports: a seller location with no port is on one of them, and which
+    # one depends on a scheme rules do not have, so "host:443" is read as "host". "0443" is 443.
     port = "" if not port or int(port) in (80, 443) else str(int(port))
     if "." not in host and host != "localhost" and not host.startswith("["):
         raise ValueError(f"{text!r}: the host must be a full name like 'api.example.com'")

@@ -6,6 +6,7 @@ No I/O, no clock, no randomness: callers pass ``now`` and ``nonce``.
 from paysign.protocol.eip712 import (
     DigestSigner,
     PrivateKeySigner,
+    WalletSigner,
     address_of,
     checksum_address,
     domain_separator,
@@ -35,6 +36,7 @@ __all__ = [
     "SignatureRequest",
     "SignedPayment",
     "UsdcToken",
+    "WalletSigner",
     "address_of",
     "checksum_address",
     "domain_separator",

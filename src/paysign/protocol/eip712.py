@@ -16,6 +16,12 @@ from typing import Protocol
 
 import coincurve
 import sha3
+from coincurve._libsecp256k1 import ffi as _ffi
+from coincurve._libsecp256k1 import lib as _lib
+from coincurve.context import GLOBAL_CONTEXT
+
+# libsecp256k1's context, shared with coincurve: signing with it is RFC 6979, low-s.
+_CTX = GLOBAL_CONTEXT.ctx
 
 # keccak256(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
 EIP712_DOMAIN_TYPEHASH = bytes.fromhex(
@@ -168,3 +174,42 @@ class PrivateKeySigner:
 
     def __repr__(self) -> str:  # never show the key
         return f"PrivateKeySigner(address={checksum_address(self.address)})"
+
+
+class WalletSigner:
+    """A :class:`DigestSigner` for a custodial wallet whose address is already known.
+
+    It calls libsecp256k1 with the key bytes directly: no key object and no public-key
+    derivation, which would cost more than the signature itself on a one-shot signer.
+
+    >>> key = bytes(31) + b"\\x01"
+    >>> signer = WalletSigner(key, address_of(key))
+    >>> signer.sign_digest(bytes(32)) == PrivateKeySigner(key).sign_digest(bytes(32))
+    True
+    """
+
+    __slots__ = ("_key", "address")
+
+    def __init__(self, private_key: bytes, address: bytes) -> None:
+        if len(private_key) != 32 or not _lib.secp256k1_ec_seckey_verify(_CTX, private_key):
+            raise ValueError("not a valid secp256k1 private key")
+        self._key = private_key
+        self.address: bytes = address
+
+    def sign_digest(self, digest: bytes) -> bytes:
+        if len(digest) != 32:
+            raise ValueError("an EIP-712 digest is 32 bytes")
+        signature = _ffi.new("secp256k1_ecdsa_recoverable_signature *")
+        if not _lib.secp256k1_ecdsa_sign_recoverable(
+            _CTX, signature, digest, self._key, _ffi.NULL, _ffi.NULL
+        ):
+            raise ValueError("libsecp256k1 refused to sign")
+        compact = _ffi.new("unsigned char[64]")
+        recid = _ffi.new("int *")
+        _lib.secp256k1_ecdsa_recoverable_signature_serialize_compact(
+            _CTX, compact, recid, signature
+        )
+        return bytes(_ffi.buffer(compact, 64)) + bytes((27 + recid[0],))
+
+    def __repr__(self) -> str:  # never show the key
+        return f"WalletSigner(address={checksum_address(self.address)})"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Connection
-
 from paysign.errors import (
     AllowPending,
     EcosystemDisabled,
@@ -11,10 +9,9 @@ from paysign.errors import (
     SellerDenied,
     SpendCapExceeded,
 )
-from paysign.policy.caps import Caps, Window, iso, windows_at
+from paysign.policy.caps import iso
 from paysign.policy.decide import Decision, Outcome
 from paysign.policy.seller import SellerLocation
-from paysign.store import policy_repo
 
 USDC = 1_000_000
 
@@ -63,25 +60,3 @@ def cap_refusal(
         amount=amount,
         resetsAt=None if resets_at is None else iso(resets_at),
     )
-
-
-def reserve_spend(
-    conn: Connection, account_id: str, amount: int, caps: Caps, now: int
-) -> SpendCapExceeded | None:
-    """Reserve ``amount`` in today's and this month's windows, or neither.
-
-    Each window is one guarded upsert. If a later window refuses, the earlier reservation is
-    undone in the same transaction, so the caller can still commit the refusal record.
-    """
-    reserved: list[Window] = []
-    for window in windows_at(now):
-        limit = caps.limit_of(window.name)
-        if policy_repo.reserve(conn, account_id, window, amount, limit):
-            reserved.append(window)
-            continue
-        for done in reserved:
-            policy_repo.release(conn, account_id, done, amount)
-        assert limit is not None  # an uncapped window always accepts
-        spent = policy_repo.spent_in(conn, account_id, window)
-        return cap_refusal(window.name, limit, max(limit - spent, 0), amount, window.resets_at)
-    return None

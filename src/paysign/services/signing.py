@@ -2,9 +2,11 @@
 
 The order is fixed: authenticate → validate the terms → source policy (deny → ecosystem →
 allow list / pending) → per-payment cap → sign → in one transaction reserve the day and month
-windows with guarded updates and record the signature → commit → return. A signature is
+windows with a guarded upsert and record the signature → commit → return. A signature is
 only ever returned after the row recording it (and its cap reservation) is committed.
 Every refusal by the policy or a cap is recorded too, in its own committed transaction.
+
+Authentication comes first: an unauthenticated caller learns nothing from a validation error.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from sqlalchemy.engine import Connection
 
 from paysign.catalog.tiers import NoListings, TierLookup
 from paysign.clock import Clock
@@ -25,28 +25,30 @@ from paysign.errors import (
     PaysignError,
     SandboxNetworkMismatch,
 )
+from paysign.policy.caps import windows_at
 from paysign.policy.decide import Decision, Outcome, decide
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
     AssetRegistry,
-    PrivateKeySigner,
     SignatureRequest,
     SignedPayment,
+    WalletSigner,
+    parse_address,
     parse_signature_request,
 )
 from paysign.protocol import sign_payment as sign_terms
 from paysign.services.accounts import wallet_context
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
-from paysign.services.refusals import cap_refusal, policy_refusal, reserve_spend
+from paysign.services.refusals import cap_refusal, policy_refusal
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
-from paysign.store.database import Database
+from paysign.store.signing_store import SigningStore
 
 
 @dataclass(frozen=True, slots=True)
 class SigningDeps:
-    db: Database
+    store: SigningStore
     vault: KeyVault
     clock: Clock
     registry: AssetRegistry
@@ -95,94 +97,84 @@ def _validated(
         raise InvalidPaymentTerms("/sellerUrl", str(exc)) from None
 
 
+def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
+    if api_key is None or not looks_like_api_key(api_key):
+        raise NotAuthenticated("Unauthorized")
+    holder = deps.store.key_holder(hash_api_key(api_key), deps.clock.now())
+    if holder is None:
+        raise NotAuthenticated("Unauthorized")
+    return holder
+
+
 def sign_payment(
     deps: SigningDeps, api_key: str | None, body: object, *, sandbox: bool
 ) -> SignedPayment:
     """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies."""
-    invalid: PaysignError | None = None
-    try:
-        request, seller = _validated(deps, body, sandbox)
-    except PaysignError as exc:
-        invalid = exc
+    holder = authenticate(deps, api_key)
+    request, seller = _validated(deps, body, sandbox)
     now = deps.clock.now()
-    if api_key is None or not looks_like_api_key(api_key):
-        raise NotAuthenticated("Unauthorized")
-    with deps.db.read() as conn:
-        holder = repo.find_key_holder(conn, hash_api_key(api_key), now)
-        if holder is None:
-            raise NotAuthenticated("Unauthorized")
-        if invalid is not None:
-            raise invalid
-        grants = policy_repo.grants_for_hosts(conn, holder.account_id, candidate_hosts(seller))
     attempt = Attempt(holder, request, seller, sandbox, now)
 
+    grants = deps.store.grants(holder.account_id, candidate_hosts(seller))
     decision = decide(holder.policy, grants, seller, deps.tiers.tier_of(seller))
     if not decision.allowed:
-        _refuse(deps, attempt, decision)
+        error = policy_refusal(decision, seller)
+        pending = seller if decision.outcome is Outcome.PENDING else None
+        deps.store.record_refusal(attempt.refusal_record(error, decision.rule), pending)
+        raise error
+
     terms = request.terms
     caps = holder.policy.caps
     if not sandbox and caps.per_payment is not None and terms.amount > caps.per_payment:
         error = cap_refusal("perPayment", caps.per_payment, caps.per_payment, terms.amount, None)
-        with deps.db.write() as conn:
-            policy_repo.record_refusal(conn, attempt.refusal_record(error, "caps.perPayment"))
+        deps.store.record_refusal(attempt.refusal_record(error, "caps.perPayment"), None)
         raise error
 
     private_key = deps.vault.open(
         wallet_context(holder.wallet_id), SealedSecret.from_bytes(holder.sealed_wallet_key)
     )
-    signed = sign_terms(terms, PrivateKeySigner(private_key), now=now, nonce=deps.new_nonce())
-    with deps.db.write() as conn:
-        refusal = (
-            None if sandbox else reserve_spend(conn, holder.account_id, terms.amount, caps, now)
+    signer = WalletSigner(private_key, parse_address(holder.wallet_address))
+    signed = sign_terms(terms, signer, now=now, nonce=deps.new_nonce())
+    last_used = holder.last_used_at
+    hit = deps.store.record_signature(
+        _signature_record(attempt, signed, decision),
+        None if sandbox else (*windows_at(now), caps),
+        touch=last_used is None or now - last_used >= LAST_USED_RESOLUTION_SECONDS,
+    )
+    if hit is not None:
+        error = cap_refusal(
+            hit.window.name,
+            hit.limit,
+            max(hit.limit - hit.spent, 0),
+            terms.amount,
+            hit.window.resets_at,
         )
-        if refusal is not None:
-            policy_repo.record_refusal(
-                conn, attempt.refusal_record(refusal, f"caps.{refusal.extensions['cap']}")
-            )
-        else:
-            _record_signature(conn, attempt, signed, decision)
-    if refusal is not None:
-        raise refusal
+        deps.store.record_refusal(attempt.refusal_record(error, f"caps.{hit.window.name}"), None)
+        raise error
     return signed
 
 
-def _refuse(deps: SigningDeps, attempt: Attempt, decision: Decision) -> None:
-    error = policy_refusal(decision, attempt.seller)
-    with deps.db.write() as conn:
-        if decision.outcome is Outcome.PENDING:
-            policy_repo.record_pending(conn, attempt.holder.account_id, attempt.seller, attempt.now)
-        policy_repo.record_refusal(conn, attempt.refusal_record(error, decision.rule))
-    raise error
-
-
-def _record_signature(
-    conn: Connection, attempt: Attempt, signed: SignedPayment, decision: Decision
-) -> None:
+def _signature_record(
+    attempt: Attempt, signed: SignedPayment, decision: Decision
+) -> repo.SignatureRecord:
     terms = attempt.request.terms
-    holder = attempt.holder
-    repo.insert_signature(
-        conn,
-        repo.SignatureRecord(
-            account_id=holder.account_id,
-            api_key_id=holder.key_id,
-            seller_host=attempt.seller.host,
-            seller_path=attempt.seller.path,
-            network=terms.network.caip2,
-            asset=terms.token.address_hex,
-            pay_to="0x" + terms.pay_to.hex(),
-            amount=terms.amount,
-            nonce=signed.nonce,
-            valid_before=signed.valid_before,
-            sandbox=attempt.sandbox,
-            x402_version=terms.x402_version,
-            created_at=attempt.now,
-            tier=decision.tier.value,
-            rule=decision.rule,
-        ),
+    return repo.SignatureRecord(
+        account_id=attempt.holder.account_id,
+        api_key_id=attempt.holder.key_id,
+        seller_host=attempt.seller.host,
+        seller_path=attempt.seller.path,
+        network=terms.network.caip2,
+        asset=terms.token.address_hex,
+        pay_to="0x" + terms.pay_to.hex(),
+        amount=terms.amount,
+        nonce=signed.nonce,
+        valid_before=signed.valid_before,
+        sandbox=attempt.sandbox,
+        x402_version=terms.x402_version,
+        created_at=attempt.now,
+        tier=decision.tier.value,
+        rule=decision.rule,
     )
-    last_used = holder.last_used_at
-    if last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS:
-        repo.touch_key(conn, holder.key_id, attempt.now)
 
 
-__all__ = ["PaymentRefused", "SigningDeps", "sign_payment"]
+__all__ = ["PaymentRefused", "SigningDeps", "authenticate", "sign_payment"]

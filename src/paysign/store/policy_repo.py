@@ -188,29 +188,6 @@ def pending_of(conn: Connection, account_id: str) -> list[PendingSeller]:
     return [PendingSeller(r.host, r.path, r.first_seen, r.last_seen, r.refused_count) for r in rows]
 
 
-def reserve(
-    conn: Connection, account_id: str, window: Window, amount: int, cap: int | None
-) -> bool:
-    """Add ``amount`` to the window unless that would pass ``cap``: one guarded statement.
-
-    The guard is evaluated on the row as it is when the statement runs (PostgreSQL re-checks
-    it after waiting on a concurrent writer's row lock), so no interleaving can overspend.
-    """
-    if cap is not None and amount > cap:
-        return False
-    stmt = _upsert(conn, spend_windows).values(
-        account_id=account_id, window=window.name, start=window.start, spent=amount
-    )
-    guard = None if cap is None else spend_windows.c.spent + amount <= cap
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[spend_windows.c.account_id, spend_windows.c.window, spend_windows.c.start],
-        set_={"spent": spend_windows.c.spent + amount},
-        where=guard,
-    )
-    # RETURNING, not rowcount: drivers disagree on rowcount for upserts; a row back is certain.
-    return conn.execute(stmt.returning(spend_windows.c.spent)).first() is not None
-
-
 def release(conn: Connection, account_id: str, window: Window, amount: int) -> None:
     conn.execute(
         spend_windows.update()

@@ -1,0 +1,377 @@
+"""The signing path's storage: fixed SQL over the raw DB-API connection.
+
+This is the one place that skips SQLAlchemy's statement machinery: building and cache-keying
+Core expressions cost ~1 ms per request, forty times the signature. The statements are the
+same on SQLite and PostgreSQL; only the parameter style differs. The tables are the ones
+declared in ``schema.py`` (migrations own them); ``tests/store`` checks both paths agree.
+
+Per signed payment: one read of key + wallet + policy, one read of the candidate rules, then
+one write transaction — a single upsert that reserves the day and month windows with a
+guard, and the signature insert — so concurrent payments can never sum past a cap.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from paysign.policy.caps import Caps, Window
+from paysign.policy.decide import Approval, Grant, PolicySettings
+from paysign.policy.rules import Rule
+from paysign.policy.seller import SellerLocation
+from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
+from paysign.store.policy_repo import RefusalRecord
+from paysign.store.repositories import KeyHolder, SignatureRecord
+
+_KEY_HOLDER = """
+SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
+       p.approval, p.premium, p.standard, p.open_ecosystem,
+       p.cap_per_payment, p.cap_daily, p.cap_monthly
+FROM api_keys k
+JOIN wallets w ON w.account_id = k.account_id
+LEFT JOIN policies p ON p.account_id = k.account_id
+WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
+"""
+
+_RESERVE = """
+INSERT INTO spend_windows (account_id, "window", start, spent)
+VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent + excluded.spent
+WHERE spend_windows.spent + excluded.spent <= COALESCE(
+    CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
+                          ELSE CAST(:monthly_cap AS BIGINT) END,
+    spend_windows.spent + excluded.spent)
+RETURNING "window"
+"""
+
+_SPENT = """
+SELECT spent FROM spend_windows WHERE account_id = :account_id AND "window" = :window
+AND start = :start
+"""
+
+_INSERT_SIGNATURE = """
+INSERT INTO signatures (account_id, api_key_id, seller_host, seller_path, network, asset, pay_to,
+    amount, nonce, valid_before, sandbox, x402_version, status, created_at, tier, rule)
+VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :asset, :pay_to,
+    :amount, :nonce, :valid_before, :sandbox, :x402_version, :status, :created_at, :tier, :rule)
+"""
+
+_TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
+
+_INSERT_REFUSAL = """
+INSERT INTO refusals (account_id, api_key_id, seller_host, seller_path, network, amount, sandbox,
+    reason, rule, detail, created_at)
+VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount, :sandbox,
+    :reason, :rule, :detail, :created_at)
+"""
+
+_RECORD_PENDING = """
+INSERT INTO pending_sellers (account_id, host, path, first_seen, last_seen, refused_count)
+VALUES (:account_id, :host, :path, :now, :now, 1)
+ON CONFLICT (account_id, host, path) DO UPDATE
+SET last_seen = excluded.last_seen, refused_count = pending_sellers.refused_count + 1
+"""
+
+
+@lru_cache(maxsize=64)
+def _grants_sql(host_count: int) -> str:
+    # Only generated placeholder names are interpolated; the hosts are bound parameters.
+    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    return (
+        "SELECT kind, host, path FROM policy_rules "  # noqa: S608
+        f"WHERE account_id = :account_id AND host IN ({placeholders})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CapHit:
+    """The window that refused a reservation, and what it had spent at that moment."""
+
+    window: Window
+    limit: int
+    spent: int
+
+
+class SigningStore(Protocol):
+    #: True when calls are short enough to make on the event loop itself (SQLite in-process).
+    inline: bool
+
+    def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
+
+    def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]: ...
+
+    def record_signature(
+        self, record: SignatureRecord, reserve: tuple[Window, Window, Caps] | None, touch: bool
+    ) -> CapHit | None:
+        """Commit the signature (and, for a live payment, its reservation) or nothing."""
+        ...
+
+    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _settings(row: Sequence[Any]) -> PolicySettings:
+    approval, premium, standard, open_ecosystem, per_payment, daily, monthly = row
+    if approval is None:  # no policy row yet: the defaults
+        return PolicySettings.defaults()
+    return PolicySettings(
+        Approval(approval),
+        bool(premium),
+        bool(standard),
+        bool(open_ecosystem),
+        Caps(per_payment, daily, monthly),
+    )
+
+
+def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
+    if row is None:
+        return None
+    return KeyHolder(
+        key_id=row[0],
+        account_id=row[1],
+        last_used_at=row[2],
+        wallet_id=row[3],
+        wallet_address=row[4],
+        sealed_wallet_key=bytes(row[5]),
+        policy=_settings(row[6:13]),
+    )
+
+
+def _signature_params(record: SignatureRecord) -> dict[str, Any]:
+    return {
+        "account_id": record.account_id,
+        "api_key_id": record.api_key_id,
+        "seller_host": record.seller_host,
+        "seller_path": record.seller_path,
+        "network": record.network,
+        "asset": record.asset,
+        "pay_to": record.pay_to,
+        "amount": record.amount,
+        "nonce": record.nonce,
+        "valid_before": record.valid_before,
+        "sandbox": record.sandbox,
+        "x402_version": record.x402_version,
+        "status": record.status,
+        "created_at": record.created_at,
+        "tier": record.tier,
+        "rule": record.rule,
+    }
+
+
+def _refusal_params(refusal: RefusalRecord) -> dict[str, Any]:
+    return {
+        "account_id": refusal.account_id,
+        "api_key_id": refusal.api_key_id,
+        "seller_host": refusal.seller_host,
+        "seller_path": refusal.seller_path,
+        "network": refusal.network,
+        "amount": refusal.amount,
+        "sandbox": refusal.sandbox,
+        "reason": refusal.reason,
+        "rule": refusal.rule,
+        "detail": refusal.detail[:4000],
+        "created_at": refusal.created_at,
+    }
+
+
+class _SqlSigningStore:
+    """The statements, over any DB-API cursor; subclasses supply connections and SQL style."""
+
+    inline = False
+
+    def _sql(self, statement: str) -> str:
+        return statement
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        raise NotImplementedError
+        yield
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        raise NotImplementedError
+        yield
+
+    def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
+        with self._reading() as cur:
+            cur.execute(self._sql(_KEY_HOLDER), {"key_hash": key_hash, "now": now})
+            return _holder(cur.fetchone())
+
+    def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
+        names = {f"h{i}": host for i, host in enumerate(hosts)}
+        with self._reading() as cur:
+            cur.execute(self._sql(_grants_sql(len(hosts))), {"account_id": account_id, **names})
+            return [Grant(kind, Rule(host, path)) for kind, host, path in cur.fetchall()]
+
+    def record_signature(
+        self, record: SignatureRecord, reserve: tuple[Window, Window, Caps] | None, touch: bool
+    ) -> CapHit | None:
+        try:
+            with self._transaction() as cur:
+                if reserve is not None:
+                    hit = self._reserve(cur, record.account_id, record.amount, *reserve)
+                    if hit is not None:
+                        raise _Rollback(hit)  # undo the half that may have been reserved
+                cur.execute(self._sql(_INSERT_SIGNATURE), _signature_params(record))
+                if touch:
+                    cur.execute(
+                        self._sql(_TOUCH_KEY),
+                        {"now": record.created_at, "key_id": record.api_key_id},
+                    )
+        except _Rollback as rollback:
+            return rollback.hit
+        return None
+
+    def _reserve(
+        self, cur: Any, account_id: str, amount: int, day: Window, month: Window, caps: Caps
+    ) -> CapHit | None:
+        for window in (day, month):
+            limit = caps.limit_of(window.name)
+            if limit is not None and amount > limit:
+                return CapHit(window, limit, self._spent(cur, account_id, window))
+        cur.execute(
+            self._sql(_RESERVE),
+            {
+                "account_id": account_id,
+                "day_start": day.start,
+                "month_start": month.start,
+                "amount": amount,
+                "daily_cap": caps.daily,
+                "monthly_cap": caps.monthly,
+            },
+        )
+        reserved = {row[0] for row in cur.fetchall()}
+        for window in (day, month):
+            if window.name not in reserved:
+                limit = caps.limit_of(window.name)
+                assert limit is not None  # an uncapped window always accepts
+                return CapHit(window, limit, self._spent(cur, account_id, window))
+        return None
+
+    def _spent(self, cur: Any, account_id: str, window: Window) -> int:
+        cur.execute(
+            self._sql(_SPENT),
+            {"account_id": account_id, "window": window.name, "start": window.start},
+        )
+        row = cur.fetchone()
+        return 0 if row is None else int(row[0])
+
+    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None:
+        with self._transaction() as cur:
+            if pending is not None:
+                cur.execute(
+                    self._sql(_RECORD_PENDING),
+                    {
+                        "account_id": refusal.account_id,
+                        "host": pending.host,
+                        "path": pending.path,
+                        "now": refusal.created_at,
+                    },
+                )
+            cur.execute(self._sql(_INSERT_REFUSAL), _refusal_params(refusal))
+
+    def close(self) -> None:
+        return None
+
+
+class _Rollback(Exception):
+    def __init__(self, hit: CapHit) -> None:
+        self.hit = hit
+
+
+class SqliteSigningStore(_SqlSigningStore):
+    """One connection per process, used under a lock: in-process calls take microseconds,
+    so they run on the event loop with no thread hop; other processes wait on SQLite's lock
+    (``BEGIN IMMEDIATE``), never on each other's reads."""
+
+    inline = True
+
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        with self._lock:
+            yield self._conn.cursor()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
+
+
+class PostgresSigningStore(_SqlSigningStore):
+    """Pooled psycopg connections (from the engine's pool), used from worker threads."""
+
+    def __init__(self, db: Database) -> None:
+        self._engine = db.writer
+        self._cache: dict[str, str] = {}
+
+    def _sql(self, statement: str) -> str:
+        converted = self._cache.get(statement)
+        if converted is None:
+            converted = _NAMED.sub(r"%(\1)s", statement)
+            self._cache[statement] = converted
+        return converted
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        conn = self._engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+            conn.rollback()
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        conn = self._engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+
+def signing_store_for(db: Database) -> SigningStore:
+    if db.is_sqlite:
+        if "///" not in db.url or db.url.endswith(":memory:"):
+            raise ValueError("the signing store needs a SQLite file, not an in-memory database")
+        return SqliteSigningStore(db.url.split("///", 1)[1])
+    return PostgresSigningStore(db)
