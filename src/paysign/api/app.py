@@ -14,7 +14,7 @@ from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
 from paysign.api.problems import problem_response
-from paysign.api.signatures import make_endpoint
+from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import NoListings, TierLookup
 from paysign.services.signing import SigningDeps
@@ -45,7 +45,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     routes = [
         Route(
             "/wallets/signatures",
-            make_endpoint(deps, problem_base, settings.max_body_bytes),
+            SignatureEndpoint(deps, problem_base, settings.max_body_bytes),
             methods=["POST"],
         ),
         Route("/healthz", healthz, methods=["GET"]),

@@ -6,8 +6,8 @@ status and duration only: never headers, bodies, keys or signatures.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from typing import Any
 
 import structlog
@@ -27,7 +27,7 @@ class RequestLogMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex
+        request_id = os.urandom(8).hex()
         started = time.perf_counter()
         status: dict[str, Any] = {"code": 500, "sent": False}
 

@@ -168,6 +168,19 @@ def problem_response(
     )
 
 
+def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, bytes]:
+    """The status and ``application/problem+json`` body for a domain error."""
+    kind = PROBLEM_TYPES.get(error.slug) or PROBLEM_TYPES["internal-error"]
+    body = {
+        "type": f"{problem_base}/{kind.slug}",
+        "title": kind.title,
+        "status": kind.status,
+        "detail": error.detail,
+        **error.extensions,
+    }
+    return kind.status, orjson.dumps(body)
+
+
 def error_response(problem_base: str, error: errors.PaysignError) -> Response:
-    slug = error.slug if error.slug in PROBLEM_TYPES else "internal-error"
-    return problem_response(problem_base, slug, error.detail, **error.extensions)
+    status, body = problem_body(problem_base, error)
+    return Response(body, status_code=status, media_type="application/problem+json")

@@ -43,7 +43,7 @@ from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, lo
 from paysign.services.refusals import cap_refusal, policy_refusal
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
-from paysign.store.signing_store import SigningStore
+from paysign.store.signing_store import SigningStore, SigningTransaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +56,14 @@ class SigningDeps:
     new_nonce: Callable[[], bytes] = field(default=lambda: secrets.token_bytes(32))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
     holder: repo.KeyHolder
     request: SignatureRequest
     seller: SellerLocation
     sandbox: bool
     now: int
+    signed: SignedPayment | None = None
 
     def refusal_record(self, error: PaysignError, rule: str | None) -> policy_repo.RefusalRecord:
         terms = self.request.terms
@@ -98,9 +99,12 @@ def _validated(
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
+    """The key's holder; ``NotAuthenticated`` for a missing, malformed, unknown, expired or
+    revoked key alike."""
     if api_key is None or not looks_like_api_key(api_key):
         raise NotAuthenticated("Unauthorized")
-    holder = deps.store.key_holder(hash_api_key(api_key), deps.clock.now())
+    with deps.store.transaction() as tx:
+        holder = tx.key_holder(hash_api_key(api_key), deps.clock.now())
     if holder is None:
         raise NotAuthenticated("Unauthorized")
     return holder
@@ -109,49 +113,74 @@ def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
 def sign_payment(
     deps: SigningDeps, api_key: str | None, body: object, *, sandbox: bool
 ) -> SignedPayment:
-    """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies."""
-    holder = authenticate(deps, api_key)
-    request, seller = _validated(deps, body, sandbox)
+    """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies.
+
+    Everything — the key lookup, the rules, the refusal or the reservation and the record —
+    happens in one transaction: one lock cycle, one commit, and a consistent view.
+    """
+    if api_key is None or not looks_like_api_key(api_key):
+        raise NotAuthenticated("Unauthorized")
+    try:
+        request, seller = _validated(deps, body, sandbox)
+        invalid: PaysignError | None = None
+    except PaysignError as exc:
+        invalid = exc
     now = deps.clock.now()
-    attempt = Attempt(holder, request, seller, sandbox, now)
+    refusal: PaymentRefused | None = None
+    with deps.store.transaction() as tx:
+        holder = tx.key_holder(hash_api_key(api_key), now)
+        if holder is None:
+            raise NotAuthenticated("Unauthorized")
+        if invalid is not None:
+            raise invalid
+        attempt = Attempt(holder, request, seller, sandbox, now)
+        decision = decide(
+            holder.policy,
+            tx.grants(holder.account_id, candidate_hosts(seller)),
+            seller,
+            deps.tiers.tier_of(seller),
+        )
+        if decision.allowed:
+            refusal, rule = _sign_within_caps(deps, tx, attempt, decision)
+        else:
+            refusal, rule = policy_refusal(decision, seller), decision.rule
+        if refusal is not None:
+            pending = seller if decision.outcome is Outcome.PENDING else None
+            tx.record_refusal(attempt.refusal_record(refusal, rule), pending)
+    if refusal is not None:
+        raise refusal
+    assert attempt.signed is not None  # allowed and within the caps: it was signed
+    return attempt.signed
 
-    grants = deps.store.grants(holder.account_id, candidate_hosts(seller))
-    decision = decide(holder.policy, grants, seller, deps.tiers.tier_of(seller))
-    if not decision.allowed:
-        error = policy_refusal(decision, seller)
-        pending = seller if decision.outcome is Outcome.PENDING else None
-        deps.store.record_refusal(attempt.refusal_record(error, decision.rule), pending)
-        raise error
 
-    terms = request.terms
-    caps = holder.policy.caps
-    if not sandbox and caps.per_payment is not None and terms.amount > caps.per_payment:
-        error = cap_refusal("perPayment", caps.per_payment, caps.per_payment, terms.amount, None)
-        deps.store.record_refusal(attempt.refusal_record(error, "caps.perPayment"), None)
-        raise error
-
+def _sign_within_caps(
+    deps: SigningDeps, tx: SigningTransaction, attempt: Attempt, decision: Decision
+) -> tuple[PaymentRefused | None, str | None]:
+    """Sign and record the payment, or say which cap refused it (nothing is then reserved)."""
+    terms = attempt.request.terms
+    caps = attempt.holder.policy.caps
+    if not attempt.sandbox:
+        if caps.per_payment is not None and terms.amount > caps.per_payment:
+            limit = caps.per_payment
+            return cap_refusal("perPayment", limit, limit, terms.amount, None), "caps.perPayment"
+        hit = tx.reserve(attempt.holder.account_id, terms.amount, *windows_at(attempt.now), caps)
+        if hit is not None:
+            remaining = max(hit.limit - hit.spent, 0)
+            refusal = cap_refusal(
+                hit.window.name, hit.limit, remaining, terms.amount, hit.window.resets_at
+            )
+            return refusal, f"caps.{hit.window.name}"
+    holder = attempt.holder
     private_key = deps.vault.open(
         wallet_context(holder.wallet_id), SealedSecret.from_bytes(holder.sealed_wallet_key)
     )
     signer = WalletSigner(private_key, parse_address(holder.wallet_address))
-    signed = sign_terms(terms, signer, now=now, nonce=deps.new_nonce())
+    attempt.signed = sign_terms(terms, signer, now=attempt.now, nonce=deps.new_nonce())
+    tx.insert_signature(_signature_record(attempt, attempt.signed, decision))
     last_used = holder.last_used_at
-    hit = deps.store.record_signature(
-        _signature_record(attempt, signed, decision),
-        None if sandbox else (*windows_at(now), caps),
-        touch=last_used is None or now - last_used >= LAST_USED_RESOLUTION_SECONDS,
-    )
-    if hit is not None:
-        error = cap_refusal(
-            hit.window.name,
-            hit.limit,
-            max(hit.limit - hit.spent, 0),
-            terms.amount,
-            hit.window.resets_at,
-        )
-        deps.store.record_refusal(attempt.refusal_record(error, f"caps.{hit.window.name}"), None)
-        raise error
-    return signed
+    if last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS:
+        tx.touch_key(holder.key_id, attempt.now)
+    return None, None
 
 
 def _signature_record(

@@ -5,9 +5,9 @@ Core expressions cost ~1 ms per request, forty times the signature. The statemen
 same on SQLite and PostgreSQL; only the parameter style differs. The tables are the ones
 declared in ``schema.py`` (migrations own them); ``tests/store`` checks both paths agree.
 
-Per signed payment: one read of key + wallet + policy, one read of the candidate rules, then
-one write transaction — a single upsert that reserves the day and month windows with a
-guard, and the signature insert — so concurrent payments can never sum past a cap.
+Per request, one transaction: the key + wallet + policy row, the candidate rules, then either
+the refusal record or a single guarded upsert reserving the day and month windows plus the
+signature insert — so concurrent payments can never sum past a cap.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -28,6 +28,8 @@ from paysign.policy.seller import SellerLocation
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
+
+SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
 
 _KEY_HOLDER = """
 SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
@@ -71,6 +73,11 @@ VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount,
     :reason, :rule, :detail, :created_at)
 """
 
+_UNRESERVE = """
+UPDATE spend_windows SET spent = spent - :amount
+WHERE account_id = :account_id AND "window" = :window AND start = :start
+"""
+
 _RECORD_PENDING = """
 INSERT INTO pending_sellers (account_id, host, path, first_seen, last_seen, refused_count)
 VALUES (:account_id, :host, :path, :now, :now, 1)
@@ -98,21 +105,33 @@ class CapHit:
     spent: int
 
 
-class SigningStore(Protocol):
-    #: True when calls are short enough to make on the event loop itself (SQLite in-process).
-    inline: bool
+class SigningTransaction(Protocol):
+    """The statements of one signing request, all inside one database transaction."""
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]: ...
 
-    def record_signature(
-        self, record: SignatureRecord, reserve: tuple[Window, Window, Caps] | None, touch: bool
+    def reserve(
+        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
     ) -> CapHit | None:
-        """Commit the signature (and, for a live payment, its reservation) or nothing."""
+        """Add ``amount`` to both windows, or to neither and say which cap refused."""
         ...
 
+    def insert_signature(self, record: SignatureRecord) -> None: ...
+
+    def touch_key(self, key_id: str, now: int) -> None: ...
+
     def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None: ...
+
+
+class SigningStore(Protocol):
+    #: True when calls are short enough to make on the event loop itself (SQLite in-process).
+    inline: bool
+
+    def transaction(self) -> AbstractContextManager[SigningTransaction]:
+        """Commits when the block ends normally, rolls back when it raises."""
+        ...
 
     def close(self) -> None: ...
 
@@ -181,115 +200,89 @@ def _refusal_params(refusal: RefusalRecord) -> dict[str, Any]:
     }
 
 
-class _SqlSigningStore:
-    """The statements, over any DB-API cursor; subclasses supply connections and SQL style."""
+class _SqlTransaction:
+    """The statements over one DB-API cursor; ``sql`` adapts the parameter style."""
 
-    inline = False
-
-    def _sql(self, statement: str) -> str:
-        return statement
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        raise NotImplementedError
-        yield
-
-    @contextmanager
-    def _reading(self) -> Iterator[Any]:
-        raise NotImplementedError
-        yield
+    def __init__(self, cursor: Any, sql: Callable[[str], str]) -> None:
+        self._cur = cursor
+        self._sql = sql
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
-        with self._reading() as cur:
-            cur.execute(self._sql(_KEY_HOLDER), {"key_hash": key_hash, "now": now})
-            return _holder(cur.fetchone())
+        self._cur.execute(self._sql(_KEY_HOLDER), {"key_hash": key_hash, "now": now})
+        return _holder(self._cur.fetchone())
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
         names = {f"h{i}": host for i, host in enumerate(hosts)}
-        with self._reading() as cur:
-            cur.execute(self._sql(_grants_sql(len(hosts))), {"account_id": account_id, **names})
-            return [Grant(kind, Rule(host, path)) for kind, host, path in cur.fetchall()]
+        self._cur.execute(self._sql(_grants_sql(len(hosts))), {"account_id": account_id, **names})
+        return [Grant(kind, Rule(host, path)) for kind, host, path in self._cur.fetchall()]
 
-    def record_signature(
-        self, record: SignatureRecord, reserve: tuple[Window, Window, Caps] | None, touch: bool
-    ) -> CapHit | None:
-        try:
-            with self._transaction() as cur:
-                if reserve is not None:
-                    hit = self._reserve(cur, record.account_id, record.amount, *reserve)
-                    if hit is not None:
-                        raise _Rollback(hit)  # undo the half that may have been reserved
-                cur.execute(self._sql(_INSERT_SIGNATURE), _signature_params(record))
-                if touch:
-                    cur.execute(
-                        self._sql(_TOUCH_KEY),
-                        {"now": record.created_at, "key_id": record.api_key_id},
-                    )
-        except _Rollback as rollback:
-            return rollback.hit
-        return None
-
-    def _reserve(
-        self, cur: Any, account_id: str, amount: int, day: Window, month: Window, caps: Caps
+    def reserve(
+        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
     ) -> CapHit | None:
         for window in (day, month):
             limit = caps.limit_of(window.name)
             if limit is not None and amount > limit:
-                return CapHit(window, limit, self._spent(cur, account_id, window))
-        cur.execute(
-            self._sql(_RESERVE),
-            {
-                "account_id": account_id,
-                "day_start": day.start,
-                "month_start": month.start,
-                "amount": amount,
-                "daily_cap": caps.daily,
-                "monthly_cap": caps.monthly,
-            },
-        )
-        reserved = {row[0] for row in cur.fetchall()}
-        for window in (day, month):
-            if window.name not in reserved:
-                limit = caps.limit_of(window.name)
-                assert limit is not None  # an uncapped window always accepts
-                return CapHit(window, limit, self._spent(cur, account_id, window))
-        return None
+                return CapHit(window, limit, self._spent(account_id, window))
+        params = {
+            "account_id": account_id,
+            "day_start": day.start,
+            "month_start": month.start,
+            "amount": amount,
+            "daily_cap": caps.daily,
+            "monthly_cap": caps.monthly,
+        }
+        self._cur.execute(self._sql(_RESERVE), params)
+        reserved = {row[0] for row in self._cur.fetchall()}
+        if len(reserved) == 2:
+            return None
+        refused = day if "daily" not in reserved else month
+        if reserved:  # the other window took the amount: give it back, same transaction
+            taken = month if refused is day else day
+            self._cur.execute(
+                self._sql(_UNRESERVE),
+                {
+                    "account_id": account_id,
+                    "window": taken.name,
+                    "start": taken.start,
+                    "amount": amount,
+                },
+            )
+        limit = caps.limit_of(refused.name)
+        assert limit is not None  # an uncapped window always accepts
+        return CapHit(refused, limit, self._spent(account_id, refused))
 
-    def _spent(self, cur: Any, account_id: str, window: Window) -> int:
-        cur.execute(
+    def _spent(self, account_id: str, window: Window) -> int:
+        self._cur.execute(
             self._sql(_SPENT),
             {"account_id": account_id, "window": window.name, "start": window.start},
         )
-        row = cur.fetchone()
+        row = self._cur.fetchone()
         return 0 if row is None else int(row[0])
 
+    def insert_signature(self, record: SignatureRecord) -> None:
+        self._cur.execute(self._sql(_INSERT_SIGNATURE), _signature_params(record))
+
+    def touch_key(self, key_id: str, now: int) -> None:
+        self._cur.execute(self._sql(_TOUCH_KEY), {"now": now, "key_id": key_id})
+
     def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None:
-        with self._transaction() as cur:
-            if pending is not None:
-                cur.execute(
-                    self._sql(_RECORD_PENDING),
-                    {
-                        "account_id": refusal.account_id,
-                        "host": pending.host,
-                        "path": pending.path,
-                        "now": refusal.created_at,
-                    },
-                )
-            cur.execute(self._sql(_INSERT_REFUSAL), _refusal_params(refusal))
-
-    def close(self) -> None:
-        return None
+        if pending is not None:
+            self._cur.execute(
+                self._sql(_RECORD_PENDING),
+                {
+                    "account_id": refusal.account_id,
+                    "host": pending.host,
+                    "path": pending.path,
+                    "now": refusal.created_at,
+                },
+            )
+        self._cur.execute(self._sql(_INSERT_REFUSAL), _refusal_params(refusal))
 
 
-class _Rollback(Exception):
-    def __init__(self, hit: CapHit) -> None:
-        self.hit = hit
-
-
-class SqliteSigningStore(_SqlSigningStore):
+class SqliteSigningStore:
     """One connection per process, used under a lock: in-process calls take microseconds,
     so they run on the event loop with no thread hop; other processes wait on SQLite's lock
-    (``BEGIN IMMEDIATE``), never on each other's reads."""
+    (``BEGIN IMMEDIATE``). One transaction per request, reads included: one lock cycle."""
 
     inline = True
 
@@ -299,20 +292,16 @@ class SqliteSigningStore(_SqlSigningStore):
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         self._lock = threading.Lock()
 
     @contextmanager
-    def _reading(self) -> Iterator[Any]:
-        with self._lock:
-            yield self._conn.cursor()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def transaction(self) -> Iterator[SigningTransaction]:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                yield cur
+                yield _SqlTransaction(cur, _same)
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -322,43 +311,28 @@ class SqliteSigningStore(_SqlSigningStore):
         self._conn.close()
 
 
+def _same(statement: str) -> str:
+    return statement
+
+
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 
-class PostgresSigningStore(_SqlSigningStore):
+class PostgresSigningStore:
     """Pooled psycopg connections (from the engine's pool), used from worker threads."""
+
+    inline = False
 
     def __init__(self, db: Database) -> None:
         self._engine = db.writer
-        self._cache: dict[str, str] = {}
-
-    def _sql(self, statement: str) -> str:
-        converted = self._cache.get(statement)
-        if converted is None:
-            converted = _NAMED.sub(r"%(\1)s", statement)
-            self._cache[statement] = converted
-        return converted
 
     @contextmanager
-    def _reading(self) -> Iterator[Any]:
+    def transaction(self) -> Iterator[SigningTransaction]:
         conn = self._engine.raw_connection()
         try:
             cur = conn.cursor()
             try:
-                yield cur
-            finally:
-                cur.close()
-            conn.rollback()
-        finally:
-            conn.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        conn = self._engine.raw_connection()
-        try:
-            cur = conn.cursor()
-            try:
-                yield cur
+                yield _SqlTransaction(cur, _pyformat)
             finally:
                 cur.close()
             conn.commit()
@@ -367,6 +341,14 @@ class PostgresSigningStore(_SqlSigningStore):
             raise
         finally:
             conn.close()
+
+    def close(self) -> None:
+        return None
+
+
+@lru_cache(maxsize=128)
+def _pyformat(statement: str) -> str:
+    return _NAMED.sub(r"%(\1)s", statement)
 
 
 def signing_store_for(db: Database) -> SigningStore:
