@@ -4,9 +4,21 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install serve test lint typecheck bench lock clean
+.PHONY: install serve test lint typecheck bench lock clean contracts-check
 
-install: $(STAMP)
+# --- node tools (anvil: the dev chain; solc: contracts/) pinned by package-lock.json ---
+NPM_STAMP := node_modules/.installed
+
+install: $(STAMP) $(NPM_STAMP)
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $(NPM_STAMP)
+
+# Recompile contracts/ with the pinned solc; fails if the committed artifact differs.
+contracts-check: install
+	node scripts/compile-contracts --check
+# --- end node tools ---
 
 $(STAMP): pyproject.toml requirements.lock requirements-build.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +30,7 @@ $(STAMP): pyproject.toml requirements.lock requirements-build.lock
 serve: install
 	$(BIN)/paysign serve
 
-test: install lint typecheck
+test: install lint typecheck contracts-check
 	@bash scripts/ensure-postgres
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/sign.py              # ~1 min; `make bench` runs exactly this
     .venv/bin/python bench/sign.py --postgres   # also our endpoint on PostgreSQL (~+25 s)
+    .venv/bin/python bench/sign.py --skip-in-process --big-state [--postgres]
+        # 10,000 policy rules + a 1,000,000-row ledger vs an empty policy (~1.5 min per database)
     .venv/bin/python bench/sign.py --help
 
 Everything runs in one invocation so the ratios compare numbers taken minutes apart on the
@@ -12,6 +14,11 @@ same (noisy, shared, 2-core) machine:
 2. Over HTTP on 127.0.0.1 (wrk, or bench/loadgen.py without it): our ``POST
    /wallets/signatures`` against a bare Starlette endpoint served the same way (the ceiling).
 3. Sequential single-request latency of our endpoint, against the SDK's local signing time.
+
+``--big-state`` replaces 2 and 3 with the acceptance check "with a policy of 10,000 rules and a
+ledger of 1,000,000 signatures, the signing benchmark stays within 10% of the empty-policy
+figure": our endpoint with an empty policy, then the same server and database after loading
+that state, against a second empty-policy account on the big ledger.
 
 It prints markdown tables on stdout (progress goes to stderr). It talks only to 127.0.0.1, uses
 a throwaway data directory (and, with --postgres, a throwaway schema), and stops every process
@@ -401,6 +408,8 @@ class Target:
     proc: subprocess.Popen[bytes]
     log_path: Path
     runs: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # PAYSIGN_* of `paysign admin` calls
+    email: str = ""
 
     @property
     def url(self) -> str:
@@ -417,6 +426,9 @@ def paysign_cmd() -> list[str]:
 def paysign_env(data_dir: Path, database_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
     env["PAYSIGN_DATA_DIR"] = str(data_dir)  # also where the master key file goes
+    # The reconciler is a background job, not the signing path: parked, so that it does not
+    # start working through the benchmark's own (sandbox) signatures in the middle of a run.
+    env["PAYSIGN_RECONCILE_INTERVAL_SECONDS"] = str(7 * 86_400)
     if database_url is not None:
         env["PAYSIGN_DATABASE_URL"] = database_url
     return env
@@ -465,21 +477,27 @@ def open_policy(env: dict[str, str], email: str, workdir: Path) -> None:
         POLICY_NOTE.append(note)
 
 
-def start_paysign(name: str, workdir: Path, database_url: str | None) -> Target:
-    data_dir = workdir / name
-    data_dir.mkdir(mode=0o700)
-    env = paysign_env(data_dir, database_url)
+def bench_account(env: dict[str, str], workdir: Path) -> tuple[str, str]:
+    """A fresh account with an API key and BENCH_POLICY: (email, api key)."""
     email = f"bench-{secrets.token_hex(4)}@example.com"
     admin(env, "create-account", "--email", email, "--password", "benchmark password 1234")
     api_key = admin(env, "issue-key", "--email", email, "--expires-in-days", "1")["apiKey"]
     open_policy(env, email, workdir)
+    return email, str(api_key)
+
+
+def start_paysign(name: str, workdir: Path, database_url: str | None) -> Target:
+    data_dir = workdir / name
+    data_dir.mkdir(mode=0o700)
+    env = paysign_env(data_dir, database_url)
+    email, api_key = bench_account(env, workdir)
     port = free_port()
     log_path = workdir / f"{name}.log"
     proc = spawn(
         [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)], env=env, log_path=log_path
     )
     wait_healthy(proc, port, log_path)
-    return Target(name, port, api_key, proc, log_path)
+    return Target(name, port, api_key, proc, log_path, env=env, email=email)
 
 
 def start_ceiling(workdir: Path, response_bytes: int) -> Target:
@@ -920,6 +938,719 @@ def machine_line(loadgen_desc: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# 4. Big state (--big-state): 10,000 policy rules and a 1,000,000-row ledger
+# --------------------------------------------------------------------------------------------
+
+WITHIN = 0.10  # the acceptance check: big state within 10% of the empty-policy figure
+DAY_S = 86_400
+LEDGER_DAYS = 30
+LEDGER_CHUNK = 50_000  # rows generated at a time
+LEDGER_TX_ROWS = 250_000  # rows per bulk transaction
+BIG_SEED = 402
+USDC_BASE = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+
+# Rules on the benchmarked seller's own host and its parents: the candidate lookup for
+# api.example.com (api.example.com, *.example.com, *.com) returns the 8 without a port, none of
+# which refuses /weather (``/weatherx`` does not cover ``/weather``: prefixes end on segments).
+OWN_HOST_RULES: dict[str, list[str]] = {
+    "allow": [
+        "api.example.com",
+        "api.example.com/weather/v2",
+        "*.example.com/status",
+        "api.example.com:8443/weather",
+    ],
+    "deny": [
+        "api.example.com/admin",
+        "api.example.com/weatherx",
+        "api.example.com/v1",
+        "*.example.com/internal",
+        "api.example.com/weather-archive",
+        "example.com",
+        "api.example.com:8443",
+    ],
+}
+_WORDS = [
+    "data",
+    "quote",
+    "weather",
+    "search",
+    "maps",
+    "llm",
+    "news",
+    "price",
+    "feed",
+    "geo",
+    "ocr",
+    "tts",
+    "img",
+    "vec",
+    "chain",
+    "sport",
+    "fx",
+    "stock",
+    "law",
+    "med",
+]
+_TLDS = ["com", "io", "ai", "net", "dev", "org", "co", "app", "xyz", "cloud"]
+_SUBS = ["api", "", "data", "v2-api", "edge", "gw", "eu.api", "us.api"]
+_PREFIXES = ["/v1", "/v2", "/v3", "/api", "/api/v1", "/beta", "/premium", "/v1/quotes", "/graphql"]
+_LEDGER_PATHS = ["/", "/v1/quote", "/weather", "/v2/search", "/api/data", "/graphql", "/v1/chat"]
+
+
+def big_policy(rules: int, rng: Any) -> dict[str, Any]:
+    """BENCH_POLICY's switches and caps with ``rules`` rules, about half allow, half deny, as a
+    user would write them (some with a scheme or a trailing slash; ``set-policy`` normalises)."""
+    from paysign.policy.rules import parse_rule, seller_location
+
+    lists: dict[str, list[str]] = {k: list(v) for k, v in OWN_HOST_RULES.items()}
+    seen = {parse_rule(t) for v in lists.values() for t in v}
+    want = {"allow": rules // 2, "deny": rules - rules // 2}
+    while any(len(lists[k]) < want[k] for k in want):
+        kind = "allow" if len(lists["allow"]) < want["allow"] else "deny"
+        if len(lists["deny"]) < want["deny"] and rng.random() < 0.5:
+            kind = "deny"
+        domain = f"{rng.choice(_WORDS)}{rng.randrange(4000)}.{rng.choice(_TLDS)}"
+        wildcard = rng.random() < 0.2
+        if wildcard:
+            host = "*." + domain
+        else:
+            sub = rng.choice(_SUBS)
+            host = f"{sub}.{domain}" if sub else domain
+            if rng.random() < 0.03:
+                host += f":{rng.choice((8080, 8443, 9000))}"
+        text = host + (rng.choice(_PREFIXES) if rng.random() < 0.35 else "")
+        if rng.random() < 0.05 and not wildcard:
+            text = "https://" + text + "/"
+        rule = parse_rule(text)
+        if rule in seen:
+            continue
+        seen.add(rule)
+        lists[kind].append(text)
+    where = seller_location(str(REQUEST_BODY["sellerUrl"]))
+    refusing = [t for t in lists["deny"] if parse_rule(t).matches(where)]
+    if refusing or not any(parse_rule(t).matches(where) for t in lists["allow"]):
+        raise SystemExit(f"big policy would refuse the benchmarked seller: {refusing[:3]}")
+    return {**BENCH_POLICY, "allow": lists["allow"], "deny": lists["deny"]}
+
+
+SIGNATURE_COLUMNS = (
+    "account_id, api_key_id, seller_host, seller_path, network, asset, pay_to, amount, nonce, "
+    "valid_before, sandbox, x402_version, status, created_at, tier, rule"
+)
+
+
+def fake_accounts(
+    count: int, now: int, rng: Any
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Rows of ``accounts``, ``wallets``, ``api_keys`` for ``count`` other accounts: one live key
+    each, and an older revoked key for about a third of them."""
+    import uuid
+
+    accounts, wallets, keys = [], [], []
+    for i in range(count):
+        account_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        created = now - rng.randrange(LEDGER_DAYS * DAY_S, 400 * DAY_S)
+        accounts.append(
+            (
+                account_id,
+                f"agent-{i}-{rng.getrandbits(32):08x}@example.net",
+                "$argon2id$v=19$m=65536,t=3,p=4$" + rng.randbytes(16).hex(),
+                os.urandom(69),
+                created,
+            )
+        )
+        wallets.append(
+            (
+                str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                account_id,
+                "0x" + os.urandom(20).hex(),
+                os.urandom(76),
+                created,
+            )
+        )
+        for revoked in ([True] if rng.random() < 0.33 else []) + [False]:
+            key_created = created if revoked else now - rng.randrange(DAY_S, LEDGER_DAYS * DAY_S)
+            keys.append(
+                (
+                    str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                    account_id,
+                    os.urandom(32),
+                    "psk_" + rng.randbytes(3).hex()[:4],
+                    key_created,
+                    key_created + 90 * DAY_S,
+                    key_created + 10 * DAY_S if revoked else None,
+                    None if revoked else now - rng.randrange(3600),
+                )
+            )
+    return accounts, wallets, keys
+
+
+def ledger_chunks(
+    owners: list[tuple[str, str]],
+    own: tuple[str, str],
+    total: int,
+    own_rows: int,
+    now: int,
+    rng: Any,
+) -> Iterator[list[tuple[Any, ...]]]:
+    """``total`` signature rows over the past 30 days, in time order like a real ledger.
+
+    ``owners`` are (account id, api key id) of the other accounts, whose shares follow a
+    Pareto law (a few heavy agents, a long tail); ``own`` gets ``own_rows`` of them."""
+    weights = [min(rng.paretovariate(1.2), 200.0) for _ in owners]
+    scale = (total - own_rows) / sum(weights)
+    population = [*owners, own]
+    cum, acc = [], 0.0
+    for w in [*(w * scale for w in weights), float(own_rows)]:
+        acc += w
+        cum.append(acc)
+    sellers = [
+        (
+            f"{rng.choice(_SUBS) or 'api'}.{rng.choice(_WORDS)}{i}.{rng.choice(_TLDS)}",
+            "0x" + rng.randbytes(20).hex(),
+        )
+        for i in range(3000)
+    ]
+    amounts = (1000, 5000, 10000, 10000, 50000, 100000, 250000, 1000000)
+    timeouts = (60, 60, 120, 300, 600)
+    start = now - LEDGER_DAYS * DAY_S
+    chunks = max(1, -(-total // LEDGER_CHUNK))
+    span = LEDGER_DAYS * DAY_S / chunks
+    done = 0
+    for c in range(chunks):
+        n = min(LEDGER_CHUNK, total - done)
+        done += n
+        lo = int(start + c * span)
+        times = sorted(rng.randrange(lo, int(lo + span)) for _ in range(n))
+        who = rng.choices(population, cum_weights=cum, k=n)
+        nonces = os.urandom(32 * n)
+        rows = []
+        for j in range(n):
+            created = times[j]
+            host, pay_to = sellers[int(rng.paretovariate(1.0)) % len(sellers)]
+            testnet = rng.random() < 0.3
+            valid_before = created + rng.choice(timeouts)
+            r = rng.random()
+            if valid_before > now - 180:
+                status = "signed"  # not reconciled yet
+            elif not testnet and r < 0.08:  # mainnet has no RPC by default: never reconciled
+                status = "signed"
+            else:  # the sandbox network is reconciled (against the dev chain by default)
+                status = "expired" if r < 0.3 else "settled"
+            rows.append(
+                (
+                    who[j][0],
+                    who[j][1],
+                    host,
+                    rng.choice(_LEDGER_PATHS),
+                    "eip155:84532" if testnet else "eip155:8453",
+                    USDC_SEPOLIA if testnet else USDC_BASE,
+                    pay_to,
+                    rng.choice(amounts),
+                    nonces[32 * j : 32 * j + 32],
+                    valid_before,
+                    testnet and r < 0.15,
+                    2 if r < 0.9 else 1,
+                    status,
+                    created,
+                    "OPEN_ECOSYSTEM" if r < 0.7 else "STANDARD",
+                    host,
+                )
+            )
+        yield rows
+
+
+class BulkDb:
+    """A direct DB-API connection for the bulk load (SQLite file or PostgreSQL schema)."""
+
+    def __init__(self, data_dir: Path, pg: tuple[str, str] | None) -> None:
+        self.pg = pg
+        if pg is None:
+            import sqlite3
+
+            self.conn: Any = sqlite3.connect(data_dir / "paysign.db", isolation_level=None)
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=10000"):
+                self.conn.execute(f"PRAGMA {pragma}")
+            self.conn.execute("PRAGMA cache_size=-262144")  # 256 MiB: the loader's own cache
+            self.mark = "?"
+        else:
+            import psycopg
+
+            base_url, schema = pg
+            self.conn = psycopg.connect(base_url)
+            self.conn.execute(f'SET search_path TO "{schema}"')
+            self.conn.commit()
+            self.mark = "%s"
+
+    def begin(self) -> None:
+        if self.pg is None:
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        if self.pg is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.commit()
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        cur = self.conn.execute(sql.replace("?", self.mark), params)
+        row = cur.fetchone()
+        if self.pg is not None:
+            self.conn.commit()
+        return row
+
+    def insert_many(self, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+        marks = ", ".join([self.mark] * len(columns.split(",")))
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        self.conn.cursor().executemany(sql, rows)
+
+    def copy_signatures(self, rows: list[tuple[Any, ...]]) -> None:
+        if self.pg is None:
+            self.insert_many("signatures", SIGNATURE_COLUMNS, rows)
+            return
+        with (
+            self.conn.cursor() as cur,
+            cur.copy(f"COPY signatures ({SIGNATURE_COLUMNS}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+
+    def finish(self) -> str:
+        """What a live database would have done by itself after such a load; says what."""
+        if self.pg is None:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return "WAL checkpoint (TRUNCATE); no ANALYZE (paysign never runs one on SQLite)"
+        self.conn.autocommit = True
+        for table in ("signatures", "api_keys", "wallets", "accounts", "policy_rules"):
+            self.conn.execute(f"VACUUM (ANALYZE) {table}")
+        how = "VACUUM (ANALYZE) of the loaded tables, as autovacuum would after such a load"
+        try:  # flush the load now, not during the timed runs (needs pg_checkpoint or superuser)
+            self.conn.execute("CHECKPOINT")
+        except Exception as exc:
+            log(f"CHECKPOINT refused ({exc}); the server may checkpoint during the runs")
+            return how
+        return how + ", and a CHECKPOINT"
+
+    def size(self) -> str:
+        if self.pg is None:
+            rows = self.one("PRAGMA page_count")[0] * self.one("PRAGMA page_size")[0]
+            return f"database file {rows / 2**20:,.0f} MiB"
+        total = self.one("SELECT pg_total_relation_size('signatures')")[0]
+        return f"`signatures` with its indexes {total / 2**20:,.0f} MiB"
+
+    def grants_plan(self, account_id: str, hosts: list[str]) -> str:
+        marks = ", ".join([self.mark] * len(hosts))
+        query = (
+            f"SELECT kind, host, path FROM policy_rules WHERE account_id = {self.mark} "
+            f"AND host IN ({marks})"
+        )
+        try:
+            if self.pg is None:
+                rows = self.conn.execute("EXPLAIN QUERY PLAN " + query, (account_id, *hosts))
+                return "; ".join(str(r[-1]) for r in rows.fetchall())
+            cur = self.conn.execute("EXPLAIN (COSTS OFF) " + query, (account_id, *hosts))
+            return "; ".join(r[0].strip() for r in cur.fetchall())
+        except Exception as exc:
+            return f"(no plan: {exc})"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def load_ledger(db: BulkDb, own_key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Other accounts (with wallets and keys) and ``--big-ledger`` signature rows."""
+    import random
+
+    from paysign.services.keys import hash_api_key
+
+    rng = random.Random(BIG_SEED + 1)
+    now = int(time.time())
+    own_row = db.one(
+        "SELECT id, account_id FROM api_keys WHERE key_hash = ?", (hash_api_key(own_key),)
+    )
+    own = (str(own_row[1]), str(own_row[0]))
+    started = time.monotonic()
+    accounts, wallets, keys = fake_accounts(args.big_accounts, now, rng)
+    db.begin()
+    db.insert_many("accounts", "id, email, password_hash, sealed_totp_secret, created_at", accounts)
+    db.insert_many("wallets", "id, account_id, address, sealed_key, created_at", wallets)
+    db.insert_many(
+        "api_keys",
+        "id, account_id, key_hash, display_prefix, created_at, expires_at, revoked_at, "
+        "last_used_at",
+        keys,
+    )
+    db.commit()
+    owners = [(k[1], k[0]) for k in keys if k[6] is None]
+    own_rows = min(args.big_ledger, max(1, args.big_ledger // 100))
+    in_tx = 0
+    db.begin()
+    for rows in ledger_chunks(owners, own, args.big_ledger, own_rows, now, rng):
+        db.copy_signatures(rows)
+        in_tx += len(rows)
+        if in_tx >= LEDGER_TX_ROWS:
+            db.commit()
+            log(f"  ledger: {in_tx:,} rows committed ({time.monotonic() - started:.0f} s)")
+            in_tx = 0
+            db.begin()
+    db.commit()
+    loaded = time.monotonic() - started
+    finished = time.monotonic()
+    how = db.finish()
+    return {
+        "ledger_s": loaded,
+        "finish_s": time.monotonic() - finished,
+        "finish_how": how,
+        "own_rows": own_rows,
+        "own_account": own[0],
+        "size": db.size(),
+        "total_rows": db.one("SELECT count(*) FROM signatures")[0],
+    }
+
+
+class _Rollback(Exception):
+    pass
+
+
+def store_timings(
+    database_url: str | None, data_dir: Path, api_key: str, n: int
+) -> dict[str, float]:
+    """Median µs of the signing store's statements, in process, on the same database: the
+    statements in one transaction that is rolled back, then ``n`` whole committed
+    transactions as the service runs them (key + rules + reservation + insert; no signing)."""
+    from paysign.policy.caps import windows_at
+    from paysign.policy.rules import candidate_hosts, seller_location
+    from paysign.services.keys import hash_api_key
+    from paysign.store.database import Database
+    from paysign.store.repositories import SignatureRecord
+    from paysign.store.signing_store import (
+        PostgresSigningStore,
+        SigningStore,
+        SqliteSigningStore,
+    )
+
+    db = None
+    store: SigningStore
+    if database_url is None:
+        store = SqliteSigningStore(str(data_dir / "paysign.db"))
+    else:
+        db = Database(database_url, pool_size=1)
+        store = PostgresSigningStore(db)
+    key_hash = hash_api_key(api_key)
+    hosts = candidate_hosts(seller_location(str(REQUEST_BODY["sellerUrl"])))
+    now = int(time.time())
+
+    def timed(fn: Callable[[], object], count: int) -> float:
+        for _ in range(min(50, count)):
+            fn()
+        lat = []
+        for _ in range(count):
+            t = time.perf_counter_ns()
+            fn()
+            lat.append(time.perf_counter_ns() - t)
+        return statistics.median(lat) / 1000
+
+    def record(account_id: str, key_id: str) -> SignatureRecord:
+        return SignatureRecord(
+            account_id=account_id,
+            api_key_id=key_id,
+            seller_host="api.example.com",
+            seller_path="/weather",
+            network="eip155:84532",
+            asset=USDC_SEPOLIA,
+            pay_to=PAY_TO.lower(),
+            amount=10000,
+            nonce=os.urandom(32),
+            valid_before=now + 60,
+            sandbox=False,
+            x402_version=2,
+            created_at=now,
+            tier="OPEN_ECOSYSTEM",
+            rule="api.example.com",
+        )
+
+    out: dict[str, float] = {}
+    try:
+        with contextlib.suppress(_Rollback), store.transaction() as tx:
+            holder = tx.key_holder(key_hash, now)
+            assert holder is not None
+            aid, kid = holder.account_id, holder.key_id
+            out["key_holder"] = timed(lambda: tx.key_holder(key_hash, now), n)
+            out["grant_rows"] = len(tx.grants(aid, hosts))
+            out["grants"] = timed(lambda: tx.grants(aid, hosts), n)
+            out["insert"] = timed(lambda: tx.insert_signature(record(aid, kid)), n)
+            raise _Rollback
+
+        def whole() -> None:
+            with store.transaction() as tx:
+                h = tx.key_holder(key_hash, now)
+                assert h is not None
+                tx.grants(h.account_id, hosts)
+                tx.reserve(h.account_id, 10000, *windows_at(now), h.policy.caps)
+                tx.insert_signature(record(h.account_id, h.key_id))
+
+        out["whole"] = timed(whole, max(100, n // 4))
+    finally:
+        store.close()
+        if db is not None:
+            db.dispose()
+    return out
+
+
+@dataclass
+class BigRun:
+    label: str
+    role: str  # "empty" (baseline, before the load), "big", "empty-after"
+    rules: int
+    ledger: int
+    result: dict[str, Any]
+
+
+@dataclass
+class BigReport:
+    backend: str
+    runs: list[BigRun] = field(default_factory=list)
+    load: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    plan: str = ""
+
+
+def big_state_backend(
+    name: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    loadgen: str,
+    body: bytes,
+    body_file: Path,
+    pg: tuple[str, str] | None,
+) -> BigReport:
+    import random
+
+    report = BigReport(name)
+    database_url = None if pg is None else sqlalchemy_url(*pg)
+    log(f"[{name}] starting paysign with a fresh account, empty policy (1 allow rule)")
+    a = start_paysign(name, workdir, database_url)
+    data_dir = workdir / name
+    verify(a, body)
+    rows_now = 0
+
+    def measure_run(target: Target, label: str, role: str, rules: int) -> None:
+        load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        result = load(target, args, body_file, args.duration, loadgen)
+        result["load1"] = load1
+        if not result["requests"]:
+            raise SystemExit(
+                f"[{name}] {label}: not one answer in {args.duration:g} s, the server hangs; "
+                f"its log ends with:\n{tail(target.log_path)}"
+            )
+        report.runs.append(BigRun(label, role, rules, rows_now, result))
+        log(
+            f"[{name}] {label}: {result['rps']:,.0f} req/s, p50 {result['p50_us']} µs, "
+            f"p99 {result['p99_us']} µs, CPU/req {result.get('cpu_us', float('nan')):.0f} µs, "
+            f"non-2xx {result['non2xx']}"
+        )
+
+    report.timings["A, before the load"] = store_timings(
+        database_url, data_dir, str(a.api_key), args.big_timing_n
+    )
+    log(f"[{name}] warm-up ({args.warmup:g} s)")
+    load(a, args, body_file, args.warmup, loadgen)
+    db = BulkDb(data_dir, pg)
+    try:
+        for i in range(args.rounds):
+            rows_now = db.one("SELECT count(*) FROM signatures")[0]
+            measure_run(a, f"A, empty policy, before the load ({i + 1})", "empty", 1)
+
+        rng = random.Random(BIG_SEED)
+        policy = big_policy(args.big_rules, rng)
+        policy_file = workdir / f"{name}-big-policy.json"
+        policy_file.write_text(json.dumps(policy))
+        log(f"[{name}] paysign admin set-policy with {args.big_rules:,} rules")
+        started = time.monotonic()
+        doc = admin(a.env, "set-policy", "--email", a.email, "--file", str(policy_file))
+        report.load["policy_s"] = time.monotonic() - started
+        stored = len(doc["allow"]) + len(doc["deny"])
+        if stored != args.big_rules:
+            raise SystemExit(f"set-policy stored {stored} rules, not {args.big_rules}")
+        report.load["allow"], report.load["deny"] = len(doc["allow"]), len(doc["deny"])
+        log(f"[{name}] set-policy took {report.load['policy_s']:.1f} s")
+
+        log(
+            f"[{name}] bulk-loading {args.big_ledger:,} signatures over "
+            f"{args.big_accounts:,} other accounts"
+        )
+        report.load.update(load_ledger(db, str(a.api_key), args))
+        log(
+            f"[{name}] ledger loaded in {report.load['ledger_s']:.1f} s, then "
+            f"{report.load['finish_s']:.1f} s for: {report.load['finish_how']}"
+        )
+        from paysign.policy.rules import candidate_hosts, seller_location
+
+        hosts = candidate_hosts(seller_location(str(REQUEST_BODY["sellerUrl"])))
+        report.plan = db.grants_plan(report.load["own_account"], hosts)
+        rows_now = report.load["total_rows"]
+
+        log(f"[{name}] second account B with an empty policy, same server and ledger")
+        _, key_b = bench_account(a.env, workdir)
+        b = Target(f"{name}-B", a.port, key_b, a.proc, a.log_path)
+        verify(a, body)
+        verify(b, body)
+        report.timings["A, 10k rules, after the load"] = store_timings(
+            database_url, data_dir, str(a.api_key), args.big_timing_n
+        )
+        report.timings["B, empty policy, after the load"] = store_timings(
+            database_url, data_dir, key_b, args.big_timing_n
+        )
+        for t in (a, b):
+            load(t, args, body_file, args.warmup, loadgen)
+        for i in range(args.rounds):
+            rows_now = db.one("SELECT count(*) FROM signatures")[0]
+            measure_run(
+                a, f"A, {args.big_rules:,} rules, big ledger ({i + 1})", "big", args.big_rules
+            )
+            rows_now = db.one("SELECT count(*) FROM signatures")[0]
+            measure_run(b, f"B, empty policy, big ledger ({i + 1})", "empty-after", 1)
+    finally:
+        db.close()
+    if a.proc.poll() is not None:
+        raise SystemExit(f"{name} died during the run:\n{tail(a.log_path)}")
+    stop(a.proc)
+    return report
+
+
+def _median(runs: list[BigRun], key: str) -> float:
+    return statistics.median(float(r.result[key]) for r in runs)
+
+
+def report_big_state(report: BigReport, args: argparse.Namespace, loadgen_desc: str) -> bool:
+    backend = {"sqlite": "SQLite (embedded default)", "postgres": "PostgreSQL"}[report.backend]
+    ld = report.load
+    print(
+        f"\n### Big state, {backend}: {args.big_rules:,} policy rules and a "
+        f"{args.big_ledger:,}-signature ledger ({loadgen_desc}, {args.connections} connections, "
+        f"{args.duration:g} s per run)\n"
+    )
+    print(
+        f"* Policy: `paysign admin set-policy --file` with {ld['allow']:,} allow + "
+        f"{ld['deny']:,} deny rules took **{ld['policy_s']:.1f} s** (CLI start and the "
+        "printed document included)."
+    )
+    print(
+        f"* Ledger: {args.big_ledger:,} rows over {args.big_accounts:,} other accounts "
+        f"+ the benchmarked one ({ld['own_rows']:,} rows), past {LEDGER_DAYS} days, "
+        f"{'COPY' if report.backend == 'postgres' else 'executemany'} in "
+        f"{LEDGER_TX_ROWS:,}-row transactions: **{ld['ledger_s']:.1f} s** "
+        f"({args.big_ledger / ld['ledger_s']:,.0f} rows/s), then {ld['finish_s']:.1f} s "
+        f"for {ld['finish_how']}. {ld['size']}; {ld['total_rows']:,} rows in `signatures`."
+    )
+    print(f"* Plan of the rules lookup for A: `{report.plan}`")
+    base = [r for r in report.runs if r.role == "empty"]
+    base_rps, base_p50 = _median(base, "rps"), _median(base, "p50_us")
+    base_cpu = statistics.median(r.result.get("cpu_us", float("nan")) for r in base)
+    print(
+        "\n| # | run | rules (account) | rows in `signatures` | req/s | p50 | p99 "
+        "| server CPU / req | req/s ÷ baseline | p50 ÷ baseline | non-2xx | load avg |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, r in enumerate(report.runs, 1):
+        res = r.result
+        cpu = f"{res['cpu_us']:.0f} µs" if "cpu_us" in res else "n/a"
+        print(
+            f"| {i} | {r.label} | {r.rules:,} | {r.ledger:,} | {fmt_int(res['rps'])} | "
+            f"{ms(res['p50_us'])} | {ms(res['p99_us'])} | {cpu} | {res['rps'] / base_rps:.2f} | "
+            f"{res['p50_us'] / base_p50:.2f} | {res['non2xx']} | {res['load1']:.1f} |"
+        )
+
+    def ratio_row(what: str, num: list[BigRun], den: list[BigRun], check: bool) -> bool:
+        rps = _median(num, "rps") / _median(den, "rps")
+        p50 = _median(num, "p50_us") / _median(den, "p50_us")
+        cpu_num = statistics.median(r.result.get("cpu_us", float("nan")) for r in num)
+        cpu_den = statistics.median(r.result.get("cpu_us", float("nan")) for r in den)
+        ok = rps >= 1 - WITHIN
+        verdict = f"{'pass' if ok else 'FAIL'} {goal(ok)}" if check else "(diagnostic)"
+        print(f"| {what} | {rps:.3f} | {p50:.3f} | {cpu_num / cpu_den:.3f} | {verdict} |")
+        return ok
+
+    big = [r for r in report.runs if r.role == "big"]
+    after = [r for r in report.runs if r.role == "empty-after"]
+    print(
+        f"\n| comparison (medians) | req/s ratio | p50 ratio | CPU/req ratio "
+        f"| req/s within {WITHIN:.0%} |"
+    )
+    print("|---|---:|---:|---:|---|")
+    ok = ratio_row("**big state (A) ÷ empty-policy baseline (A before the load)**", big, base, True)
+    ratio_row(
+        "big state (A) ÷ empty policy on the big ledger (B): the rules' cost", big, after, True
+    )
+    ratio_row(
+        "empty policy on the big ledger (B) ÷ baseline: the ledger size's cost", after, base, True
+    )
+    print(f"\nBaseline: {fmt_int(base_rps)} req/s, p50 {ms(base_p50)}, CPU/req {base_cpu:.0f} µs.")
+
+    print(
+        "\nSigning store in process, same database, median µs per call (the statements in a "
+        "rolled-back transaction; `whole` = a committed transaction: key, rules, reservation, "
+        "insert, no signing):\n"
+    )
+    cols = list(report.timings)
+    print("| statement | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    names = {
+        "key_holder": "`key_holder` (key + wallet + policy)",
+        "grants": "`grants` (candidate rules)",
+        "grant_rows": "rows `grants` returns",
+        "insert": "`insert_signature`",
+        "whole": "`whole` (committed)",
+    }
+    for key, label in names.items():
+        cells = []
+        for c in cols:
+            v = report.timings[c][key]
+            cells.append(f"{v:.0f}" if key == "grant_rows" else f"{v:.1f} µs")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    return ok
+
+
+def run_big_state(args: argparse.Namespace, workdir: Path) -> None:
+    loadgen = pick_loadgen(args.loadgen)
+    loadgen_desc = f"`wrk -t{args.threads}`" if loadgen == "wrk" else "bench/loadgen.py"
+    body = json.dumps(REQUEST_BODY, separators=(",", ":")).encode()
+    body_file = workdir / "body.json"
+    body_file.write_bytes(body)
+    reports = []
+    reports.append(big_state_backend("sqlite", args, workdir, loadgen, body, body_file, None))
+    if args.postgres:
+        with postgres_schema(args.postgres_url) as schema:
+            try:
+                reports.append(
+                    big_state_backend(
+                        "postgres",
+                        args,
+                        workdir,
+                        loadgen,
+                        body,
+                        body_file,
+                        (args.postgres_url, schema),
+                    )
+                )
+            finally:
+                stop_all()  # before the schema is dropped
+    verdicts = [report_big_state(r, args, loadgen_desc) for r in reports]
+    for note in POLICY_NOTE[:1]:
+        print(f"\nBoth accounts start from the {note}; A then gets the big policy.")
+    print(
+        f"\n**Acceptance check** (big state within {WITHIN:.0%} of the empty-policy req/s): "
+        + ", ".join(
+            f"{r.backend} {'pass' if ok else 'FAIL'}"
+            for r, ok in zip(reports, verdicts, strict=True)
+        )
+    )
+    bad = sum(r.result["non2xx"] for rep in reports for r in rep.runs)
+    if bad:
+        raise SystemExit(f"{bad} non-2xx answers from our endpoint during the run")
+
+
+# --------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------
 
@@ -961,6 +1692,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="core for the in-process loops (default: the highest; -1: no pinning)",
+    )
+    p.add_argument(
+        "--big-state",
+        action="store_true",
+        help="instead of the HTTP tables: our endpoint with an empty policy, then with "
+        "--big-rules rules and a --big-ledger-row ledger (~3 min; +~3 min with --postgres)",
+    )
+    p.add_argument("--big-rules", type=int, default=10_000, help="rules of the big policy")
+    p.add_argument("--big-ledger", type=int, default=1_000_000, help="rows of the big ledger")
+    p.add_argument("--big-accounts", type=int, default=1_000, help="other accounts in it")
+    p.add_argument(
+        "--big-timing-n", type=int, default=2000, help="calls per in-process store timing"
     )
     p.add_argument("--skip-in-process", action="store_true")
     p.add_argument("--skip-http", action="store_true")
@@ -1071,7 +1814,9 @@ def main(argv: list[str] | None = None) -> int:
             timings, pinning = in_process(args)
             by = report_in_process(timings, pinning)
             sys.stdout.flush()
-        if not args.skip_http:
+        if args.big_state:
+            run_big_state(args, workdir)
+        elif not args.skip_http:
             run_http(args, workdir, by)
         print(f"\n_Total run time {time.monotonic() - started:.0f} s._")
         return 0

@@ -295,4 +295,5 @@ class ServeProcess:
         assert b"psk_" not in stderr
         assert b"totp" not in stderr.lower()
         assert b"paymentSignatureHeader" not in stderr
-        assert b"unhandled_error" not in stderr, stderr.decode()[-4000:]
+        errors = [line for line in stderr.decode().splitlines() if "unhandled_error" in line]
+        assert not errors, "\n".join(errors[:3])

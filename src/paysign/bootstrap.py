@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock, SystemClock
 from paysign.config import Settings
 from paysign.custody import KeyVault, vault_from_settings
@@ -19,6 +20,9 @@ class Runtime:
     vault: KeyVault
     clock: Clock
     registry: AssetRegistry
+    #: The sandbox network (eip155:84532): RPC, its USDC, the treasury. None when
+    #: settings.testnet_rpc_url is unset (``paysign serve`` sets it to its dev chain's URL).
+    sandbox_chain: SandboxChain | None = None
 
 
 def asset_registry(settings: Settings) -> AssetRegistry:
@@ -38,4 +42,11 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     db = Database(settings.resolved_database_url)
     migrate(db)
     vault = vault_from_settings(settings)
-    return Runtime(settings, db, vault, clock or SystemClock(), asset_registry(settings))
+    return Runtime(
+        settings,
+        db,
+        vault,
+        clock or SystemClock(),
+        asset_registry(settings),
+        sandbox_chain=SandboxChain.from_settings(settings),
+    )

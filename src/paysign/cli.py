@@ -27,10 +27,13 @@ import orjson
 from paysign.background import start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
+from paysign.chain.cli import devchain
+from paysign.chain.devchain import sandbox_chain
 from paysign.config import Settings
-from paysign.errors import InvalidPolicy, PaysignError
+from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
 from paysign.services import accounts, activity, keys, policy
+from paysign.services.catalog import import_catalog, seed_demo_catalog
 from paysign.services.reconcile import reconcile
 
 
@@ -67,26 +70,33 @@ def serve(host: str | None, port: int | None) -> None:
         overrides["port"] = port
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
-    runtime = build_runtime(settings)
-    app = create_app(runtime)
-    stop_reconciler = start_reconciler(runtime)
-    click.echo(
-        f"paysign listening on {settings.resolved_base_url} "
-        f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
-        err=True,
-    )
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        loop="auto",
-        http="auto",
-        lifespan="off",
-    )
-    if stop_reconciler is not None:
-        stop_reconciler.set()
+    # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
+    # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
+    with sandbox_chain(settings) as settings:
+        runtime = build_runtime(settings)
+        if seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url):
+            click.echo(
+                f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
+            )
+        app = create_app(runtime)
+        stop_reconciler = start_reconciler(runtime)
+        click.echo(
+            f"paysign listening on {settings.resolved_base_url} "
+            f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
+            err=True,
+        )
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            loop="auto",
+            http="auto",
+            lifespan="off",
+        )
+        if stop_reconciler is not None:
+            stop_reconciler.set()
 
 
 @main.command("reconcile")
@@ -229,6 +239,29 @@ def deny_seller(email: str, seller: str) -> None:
     _decide_seller(email, seller, "deny")
 
 
+@main.group()
+def catalog() -> None:
+    """The catalog of paid endpoints."""
+
+
+@catalog.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def catalog_import(path: str) -> None:
+    """Validate a catalog file (all three tiers) and upsert its listings by id."""
+
+    def act() -> None:
+        with click.open_file(path, "rb") as handle:
+            raw = handle.read()
+        try:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidCatalog("", f"the file is not valid JSON ({exc})") from None
+        rt = _runtime()
+        _emit(import_catalog(rt.db, rt.clock, document))
+
+    _run(act)
+
+
 @admin.command("activity")
 @click.option("--email", required=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
@@ -239,3 +272,6 @@ def activity_command(email: str, limit: int) -> None:
         _emit({"activity": activity.activity(_runtime().db, email=email, limit=limit)})
 
     _run(act)
+
+
+main.add_command(devchain)

@@ -54,6 +54,21 @@ class Settings(BaseSettings):
     #: Wait this long past validBefore before asking the chain (clock skew, block lag).
     reconcile_grace_seconds: int = 120
 
+    #: Sandbox chain. Unset testnet_rpc_url: ``serve`` runs a local anvil dev chain (chain id
+    #: 84532, state under data_dir) with a test USDC. Set it (the real Base Sepolia in
+    #: production) together with the treasury key, and nothing is started.
+    testnet_treasury_key: str | None = Field(default=None, repr=False)
+    devchain_port: int = 0  # 0: a free port chosen at start
+    devchain_dump_interval_seconds: float = 5.0
+    test_funds_amount: int = 10_000_000  # 10 test USDC per grant
+
+    #: How listings are paid (the catalog's paymentDetails / sandboxPaymentDetails).
+    catalog_pay_to: str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+    catalog_max_timeout_seconds: int = 60
+    #: Where ``paysign demo`` serves the demo sellers; the demo catalog seeded on first start
+    #: points its listings there.
+    demo_sellers_url: str = "http://127.0.0.1:8403"
+
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
 

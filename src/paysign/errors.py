@@ -139,3 +139,11 @@ class NotAuthenticated(PaysignError):
 
     slug = "unauthorized"
     title = "Unauthorized"
+
+
+class InvalidCatalog(PaysignError):
+    slug = "invalid-catalog"
+    title = "Invalid catalog"
+
+    def __init__(self, pointer: str, reason: str) -> None:
+        super().__init__(f"{pointer or '/'}: {reason}", pointer=pointer)

@@ -12,6 +12,16 @@ from paysign.store.schema import api_keys
 DAY = 86_400
 
 
+def holder_of(store, clock, presented):
+    """The key's holder as the signing path sees it, or None."""
+    with store.transaction() as tx:
+        return (
+            None
+            if not keys.looks_like_api_key(presented or "")
+            else tx.key_holder(keys.hash_api_key(presented), clock.now())
+        )
+
+
 @pytest.fixture
 def email(runtime: Runtime) -> str:
     accounts.create_account(
@@ -20,12 +30,14 @@ def email(runtime: Runtime) -> str:
     return "k@example.com"
 
 
-def test_issued_key_authenticates_and_is_stored_only_as_hash(runtime, email, clock) -> None:
+def test_issued_key_authenticates_and_is_stored_only_as_hash(
+    runtime, email, clock, signing_store
+) -> None:
     issued = keys.issue_key(runtime.db, clock, email=email, expires_in_days=7)
     assert keys.looks_like_api_key(issued.api_key)
     assert issued.expires_at == clock.now() + 7 * DAY
     assert "psk_" not in repr(issued).replace("psk_…", "")
-    holder = keys.authenticate(runtime.db, clock, issued.api_key)
+    holder = holder_of(signing_store, clock, issued.api_key)
     assert holder is not None and holder.account_id
     with runtime.db.read() as conn:
         row = conn.execute(api_keys.select()).one()
@@ -35,40 +47,42 @@ def test_issued_key_authenticates_and_is_stored_only_as_hash(runtime, email, clo
 
 
 @pytest.mark.parametrize("days", [0, -1, 366, 10_000])
-def test_expiry_outside_1_to_365_days_is_refused(runtime, email, clock, days) -> None:
+def test_expiry_outside_1_to_365_days_is_refused(
+    runtime, email, clock, signing_store, days
+) -> None:
     with pytest.raises(InvalidKeyExpiry):
         keys.issue_key(runtime.db, clock, email=email, expires_in_days=days)
     with runtime.db.read() as conn:
         assert conn.execute(api_keys.select()).first() is None
 
 
-def test_365_days_is_allowed(runtime, email, clock) -> None:
+def test_365_days_is_allowed(runtime, email, clock, signing_store) -> None:
     assert keys.issue_key(runtime.db, clock, email=email, expires_in_days=365).expires_at == (
         clock.now() + 365 * DAY
     )
 
 
-def test_second_active_key_is_refused_until_revoked(runtime, email, clock) -> None:
+def test_second_active_key_is_refused_until_revoked(runtime, email, clock, signing_store) -> None:
     first = keys.issue_key(runtime.db, clock, email=email)
     with pytest.raises(ActiveKeyExists):
         keys.issue_key(runtime.db, clock, email=email)
     keys.revoke_key(runtime.db, clock, email=email)
-    assert keys.authenticate(runtime.db, clock, first.api_key) is None
+    assert holder_of(signing_store, clock, first.api_key) is None
     second = keys.issue_key(runtime.db, clock, email=email)
-    assert keys.authenticate(runtime.db, clock, second.api_key) is not None
+    assert holder_of(signing_store, clock, second.api_key) is not None
 
 
-def test_expired_key_stops_working_and_frees_the_slot(runtime, email, clock) -> None:
+def test_expired_key_stops_working_and_frees_the_slot(runtime, email, clock, signing_store) -> None:
     old = keys.issue_key(runtime.db, clock, email=email, expires_in_days=1)
     clock.advance(DAY - 1)
-    assert keys.authenticate(runtime.db, clock, old.api_key) is not None
+    assert holder_of(signing_store, clock, old.api_key) is not None
     clock.advance(1)
-    assert keys.authenticate(runtime.db, clock, old.api_key) is None
+    assert holder_of(signing_store, clock, old.api_key) is None
     new = keys.issue_key(runtime.db, clock, email=email)
-    assert keys.authenticate(runtime.db, clock, new.api_key) is not None
+    assert holder_of(signing_store, clock, new.api_key) is not None
 
 
-def test_revoking_without_active_key_says_so(runtime, email, clock) -> None:
+def test_revoking_without_active_key_says_so(runtime, email, clock, signing_store) -> None:
     with pytest.raises(NoActiveKey):
         keys.revoke_key(runtime.db, clock, email=email)
 
@@ -81,12 +95,16 @@ def test_unknown_account(runtime, clock) -> None:
 @pytest.mark.parametrize(
     "presented", [None, "", "psk_short", "Bearer x", "psk_" + "A" * 43, "psk_" + "!" * 43]
 )
-def test_malformed_or_unknown_keys_do_not_authenticate(runtime, email, clock, presented) -> None:
+def test_malformed_or_unknown_keys_do_not_authenticate(
+    runtime, email, clock, signing_store, presented
+) -> None:
     keys.issue_key(runtime.db, clock, email=email)
-    assert keys.authenticate(runtime.db, clock, presented) is None
+    assert holder_of(signing_store, clock, presented) is None
 
 
-def test_concurrent_issuers_get_exactly_one_active_key(runtime, email, clock) -> None:
+def test_concurrent_issuers_get_exactly_one_active_key(
+    runtime, email, clock, signing_store
+) -> None:
     def attempt(_: int) -> str:
         try:
             keys.issue_key(runtime.db, clock, email=email)

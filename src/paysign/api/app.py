@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -10,13 +11,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from paysign.api.catalog import make_catalog_endpoints
 from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
 from paysign.api.problems import problem_response
 from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
-from paysign.catalog.tiers import NoListings, TierLookup
+from paysign.catalog.tiers import TierLookup
+from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
 
@@ -24,8 +27,10 @@ from paysign.store.signing_store import signing_store_for
 def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlette:
     settings = runtime.settings
     problem_base = settings.resolved_problem_base
+    catalog = Catalog(runtime.db, settings)
     store = signing_store_for(runtime.db)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or NoListings())
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or catalog)
+    public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
     openapi = openapi_document(settings.resolved_base_url, problem_base)
 
     async def openapi_json(request: Request) -> Response:
@@ -48,6 +53,9 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             SignatureEndpoint(deps, problem_base, settings.max_body_bytes),
             methods=["POST"],
         ),
+        Route("/catalog", public_catalog, methods=["GET"]),
+        Route("/buyers/catalog", public_catalog, methods=["GET"]),
+        Route(urlsplit(settings.resolved_catalog_file_url).path, full_catalog, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", make_readyz(runtime.db), methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),

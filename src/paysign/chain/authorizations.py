@@ -10,7 +10,10 @@ from typing import Protocol
 
 import httpx
 
+from paysign.chain.errors import ChainUnavailable
 from paysign.protocol.eip712 import keccak256
+
+__all__ = ["AuthorizationStates", "ChainUnavailable", "RpcAuthorizationStates", "call_data"]
 
 _SELECTOR = keccak256(b"authorizationState(address,bytes32)")[:4]
 
@@ -25,10 +28,6 @@ class AuthorizationStates(Protocol):
         """True when used (or cancelled), False when still open; ``ChainUnavailable`` when the
         chain cannot answer."""
         ...
-
-
-class ChainUnavailable(Exception):
-    """The RPC endpoint failed or answered something that is not a boolean."""
 
 
 def call_data(authorizer: bytes, nonce: bytes) -> bytes:

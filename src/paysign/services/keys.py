@@ -81,17 +81,6 @@ def revoke_key(db: Database, clock: Clock, *, email: str) -> None:
             raise NoActiveKey(f"{account.email} has no active API key")
 
 
-def authenticate(db: Database, clock: Clock, presented: str | None) -> repo.KeyHolder | None:
-    """The key's holder, or ``None`` for any missing, malformed, unknown, expired or revoked key.
-
-    The caller answers every ``None`` the same way, so nobody learns which case it was.
-    """
-    if presented is None or not looks_like_api_key(presented):
-        return None
-    with db.read() as conn:
-        return repo.find_key_holder(conn, hash_api_key(presented), clock.now())
-
-
 def bearer_token(authorization: str | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header (scheme case-insensitive)."""
     if not authorization:

@@ -33,7 +33,7 @@ def normalise_url(url: str) -> str:
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 20) -> None:
+    def __init__(self, url: str, *, pool_size: int = 8) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self._write_lock = threading.Lock() if self.is_sqlite else None
@@ -42,8 +42,10 @@ class Database:
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")
             self.reader = self.writer if in_memory else self._sqlite_engine(begin="BEGIN")
         else:
+            # Many processes share one PostgreSQL (max_connections is 100 by default): each
+            # keeps a small pool and queues on it rather than opening ever more connections.
             self.writer = sa.create_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+                self.url, pool_size=pool_size, max_overflow=pool_size // 2, pool_pre_ping=True
             )
             self.reader = self.writer
 

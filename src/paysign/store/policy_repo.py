@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Approval, Grant, PolicySettings
@@ -28,16 +28,17 @@ POLICY_COLUMNS = (
 )
 
 
-def settings_from_row(row: Row[Any] | Any) -> PolicySettings:
-    """Settings from a row holding POLICY_COLUMNS; an account without a row has the defaults."""
-    if row.approval is None:
+def settings_from_values(values: Sequence[Any]) -> PolicySettings:
+    """Settings from the POLICY_COLUMNS values of a row; no row (all None) means defaults."""
+    approval, premium, standard, open_ecosystem, per_payment, daily, monthly = values
+    if approval is None:
         return PolicySettings.defaults()
     return PolicySettings(
-        Approval(row.approval),
-        row.premium,
-        row.standard,
-        row.open_ecosystem,
-        Caps(row.cap_per_payment, row.cap_daily, row.cap_monthly),
+        Approval(approval),
+        bool(premium),
+        bool(standard),
+        bool(open_ecosystem),
+        Caps(per_payment, daily, monthly),
     )
 
 
@@ -50,7 +51,7 @@ def load_settings(conn: Connection, account_id: str) -> PolicySettings:
     row = conn.execute(
         sa.select(*POLICY_COLUMNS).where(policies.c.account_id == account_id)
     ).first()
-    return PolicySettings.defaults() if row is None else settings_from_row(row)
+    return PolicySettings.defaults() if row is None else settings_from_values(tuple(row))
 
 
 def grants_for_hosts(conn: Connection, account_id: str, hosts: Sequence[str]) -> list[Grant]:

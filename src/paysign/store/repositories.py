@@ -10,8 +10,7 @@ from sqlalchemy.engine import Connection
 
 from paysign.errors import AccountAlreadyExists, ActiveKeyExists
 from paysign.policy.decide import PolicySettings
-from paysign.store.policy_repo import POLICY_COLUMNS, settings_from_row
-from paysign.store.schema import accounts, api_keys, policies, signatures, wallets
+from paysign.store.schema import accounts, api_keys, signatures, wallets
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,44 +153,6 @@ def revoke_active_keys(conn: Connection, account_id: str, now: int) -> int:
         .values(revoked_at=now)
     )
     return result.rowcount
-
-
-_KEY_HOLDER = (
-    sa.select(
-        api_keys.c.id.label("key_id"),
-        api_keys.c.account_id,
-        api_keys.c.last_used_at,
-        wallets.c.id.label("wallet_id"),
-        wallets.c.address,
-        wallets.c.sealed_key,
-        *POLICY_COLUMNS,
-    )
-    .select_from(
-        api_keys.join(wallets, wallets.c.account_id == api_keys.c.account_id).outerjoin(
-            policies, policies.c.account_id == api_keys.c.account_id
-        )
-    )
-    .where(
-        api_keys.c.key_hash == sa.bindparam("key_hash"),
-        api_keys.c.revoked_at.is_(None),
-        api_keys.c.expires_at > sa.bindparam("now"),
-    )
-)
-
-
-def find_key_holder(conn: Connection, key_hash: bytes, now: int) -> KeyHolder | None:
-    row = conn.execute(_KEY_HOLDER, {"key_hash": key_hash, "now": now}).first()
-    if row is None:
-        return None
-    return KeyHolder(
-        key_id=row.key_id,
-        account_id=row.account_id,
-        wallet_id=row.wallet_id,
-        wallet_address=row.address,
-        sealed_wallet_key=row.sealed_key,
-        last_used_at=row.last_used_at,
-        policy=settings_from_row(row),
-    )
 
 
 def touch_key(conn: Connection, key_id: str, now: int) -> None:

@@ -156,3 +156,26 @@ refusals = sa.Table(
 sa.Index("ix_refusals_account_created", refusals.c.account_id, refusals.c.created_at)
 # Reconciliation scans live signatures still "signed" past their validBefore.
 sa.Index("ix_signatures_status_valid_before", signatures.c.status, signatures.c.valid_before)
+
+# --- catalog --------------------------------------------------------------------------------
+
+listings = sa.Table(
+    "listings",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    sa.Column("tier", sa.String(16), nullable=False),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("path", sa.String(2048), nullable=False),
+    sa.Column("document", sa.Text, nullable=False),  # the entry as published, JSON
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+# One row: bumped by every catalog change, so every process can tell its snapshot is stale.
+catalog_state = sa.Table(
+    "catalog_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)

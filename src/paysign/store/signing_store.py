@@ -22,11 +22,11 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from paysign.policy.caps import Caps, Window
-from paysign.policy.decide import Approval, Grant, PolicySettings
+from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
-from paysign.store.policy_repo import RefusalRecord
+from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import KeyHolder, SignatureRecord
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
@@ -136,19 +136,6 @@ class SigningStore(Protocol):
     def close(self) -> None: ...
 
 
-def _settings(row: Sequence[Any]) -> PolicySettings:
-    approval, premium, standard, open_ecosystem, per_payment, daily, monthly = row
-    if approval is None:  # no policy row yet: the defaults
-        return PolicySettings.defaults()
-    return PolicySettings(
-        Approval(approval),
-        bool(premium),
-        bool(standard),
-        bool(open_ecosystem),
-        Caps(per_payment, daily, monthly),
-    )
-
-
 def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
     if row is None:
         return None
@@ -159,7 +146,7 @@ def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
         wallet_id=row[3],
         wallet_address=row[4],
         sealed_wallet_key=bytes(row[5]),
-        policy=_settings(row[6:13]),
+        policy=settings_from_values(row[6:13]),
     )
 
 

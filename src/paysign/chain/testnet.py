@@ -1,0 +1,98 @@
+"""The sandbox network (``eip155:84532``) as the rest of paysign reaches it.
+
+One object whether the chain is the embedded dev chain or an external Base Sepolia endpoint:
+``Runtime.sandbox_chain`` (see :mod:`paysign.bootstrap`) is built from
+``settings.testnet_rpc_url`` / ``testnet_treasury_key`` / ``usdc_testnet``, which ``paysign
+serve`` points at its dev chain when it started one. Creating it opens no connection.
+
+    >>> chain = SandboxChain("http://127.0.0.1:1", usdc=bytes(20), treasury_key=None)
+    >>> chain.network, chain.treasury is None
+    ('eip155:84532', True)
+    >>> chain.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from paysign.chain.errors import TreasuryNotConfigured
+from paysign.chain.rpc import JsonRpc, Receipt
+from paysign.chain.treasury import Treasury, parse_private_key
+from paysign.chain.usdc import authorization_state_data, decode_bool
+from paysign.config import Settings
+from paysign.protocol import checksum_address, parse_address
+
+TREASURY_LOCK_NAME = "testnet-treasury.lock"
+
+
+def treasury_lock_path(data_dir: Path) -> Path:
+    """The file every process on this machine locks around a treasury send."""
+    return data_dir / TREASURY_LOCK_NAME
+
+
+class SandboxChain:
+    """JSON-RPC to the sandbox network, its USDC contract, and (when a key is configured) the
+    treasury that sends test funds. Thread-safe; blocking (call it from a worker thread in
+    async code)."""
+
+    network = "eip155:84532"
+    chain_id = 84532
+
+    def __init__(
+        self,
+        rpc_url: str,
+        *,
+        usdc: bytes,
+        treasury_key: bytes | None,
+        lock_path: Path | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.rpc_url = rpc_url
+        self.rpc = JsonRpc(rpc_url, timeout=timeout)
+        self.usdc = usdc
+        self.treasury = (
+            Treasury(self.rpc, treasury_key, lock_path=lock_path)
+            if treasury_key is not None
+            else None
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxChain | None:
+        """None when no sandbox chain is configured (``testnet_rpc_url`` unset)."""
+        if not settings.testnet_rpc_url:
+            return None
+        key = settings.testnet_treasury_key
+        return cls(
+            settings.testnet_rpc_url,
+            usdc=parse_address(settings.usdc_testnet),
+            treasury_key=parse_private_key(key) if key else None,
+            lock_path=treasury_lock_path(settings.data_dir),
+        )
+
+    def __repr__(self) -> str:
+        return f"SandboxChain({self.rpc_url!r}, usdc={self.usdc_hex})"
+
+    @property
+    def usdc_hex(self) -> str:
+        return checksum_address(self.usdc)
+
+    def usdc_balance(self, owner: bytes) -> int:
+        """USDC base units held by ``owner``."""
+        return self.rpc.erc20_balance(self.usdc, owner)
+
+    def authorization_used(self, authorizer: bytes, nonce: bytes) -> bool:
+        """USDC's ``authorizationState``: True once the nonce was used or cancelled."""
+        return decode_bool(self.rpc.call(self.usdc, authorization_state_data(authorizer, nonce)))
+
+    def send_usdc(self, to: bytes, amount: int) -> Receipt:
+        """Transfer ``amount`` base units from the treasury to ``to``; the mined receipt
+        (status 1). Raises ``TreasuryNotConfigured`` without a key, else as ``Treasury.send``."""
+        if self.treasury is None:
+            raise TreasuryNotConfigured(
+                "no treasury key is configured for the sandbox chain "
+                "(set PAYSIGN_TESTNET_TREASURY_KEY)"
+            )
+        return self.treasury.transfer_token(self.usdc, to, amount)
+
+    def close(self) -> None:
+        self.rpc.close()

@@ -1,0 +1,146 @@
+"""The catalog: importing listings, serving its documents, and telling the policy a seller's tier.
+
+Documents are rendered once per catalog version and served as bytes with an ETag; every
+process checks the version stamp, so an import through the CLI reaches every server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from paysign.catalog.documents import PaymentDetails, catalog_document
+from paysign.catalog.listing import Listing, parse_catalog_entries
+from paysign.catalog.match import ListingIndex
+from paysign.clock import Clock
+from paysign.config import Settings
+from paysign.errors import InvalidCatalog
+from paysign.policy.decide import Tier
+from paysign.policy.seller import SellerLocation
+from paysign.store import catalog_repo
+from paysign.store.database import Database
+
+
+def import_catalog(db: Database, clock: Clock, document: object) -> dict[str, int]:
+    """Validate every listing, then upsert them all in one transaction (or none)."""
+    entries = document.get("catalog") if isinstance(document, dict) else document
+    if isinstance(document, dict) and "catalog" not in document:
+        raise InvalidCatalog("/catalog", "is required (the array of listings)")
+    listings = parse_catalog_entries(entries)
+    with db.write() as conn:
+        inserted, updated = catalog_repo.upsert_listings(conn, listings, clock.now())
+    return {"inserted": inserted, "updated": updated}
+
+
+def demo_catalog(sellers_url: str) -> dict[str, Any]:
+    text = resources.files("paysign.catalog").joinpath("data/demo_catalog.json").read_text()
+    loaded: dict[str, Any] = orjson.loads(text.replace("{sellers}", sellers_url.rstrip("/")))
+    return loaded
+
+
+def seed_demo_catalog(db: Database, clock: Clock, sellers_url: str) -> bool:
+    """Import the demo catalog when the catalog has never been written (first start)."""
+    with db.read() as conn:
+        if catalog_repo.catalog_version(conn) != 0:
+            return False
+    import_catalog(db, clock, demo_catalog(sellers_url))
+    return True
+
+
+def payment_details(settings: Settings) -> tuple[list[PaymentDetails], list[PaymentDetails]]:
+    live = PaymentDetails(
+        "eip155:8453",
+        settings.usdc_mainnet,
+        settings.catalog_pay_to,
+        settings.catalog_max_timeout_seconds,
+        settings.usdc_mainnet_name,
+        settings.usdc_version,
+    )
+    sandbox = PaymentDetails(
+        "eip155:84532",
+        settings.usdc_testnet,
+        settings.catalog_pay_to,
+        settings.catalog_max_timeout_seconds,
+        settings.usdc_testnet_name,
+        settings.usdc_version,
+    )
+    return [live], [sandbox]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedDocument:
+    body: bytes
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogSnapshot:
+    version: int
+    listings: tuple[Listing, ...]
+    public: RenderedDocument
+    full: RenderedDocument
+    index: ListingIndex
+
+
+def _rendered(document: dict[str, Any]) -> RenderedDocument:
+    body = orjson.dumps(document)
+    return RenderedDocument(body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+class Catalog:
+    """The current catalog of this process, refreshed when the stored version changes.
+
+    ``tier_of`` (the source policy's tier lookup) re-checks the version at most every
+    ``recheck_seconds``, so the signing path does not pay a query per request.
+    """
+
+    def __init__(self, db: Database, settings: Settings, *, recheck_seconds: float = 2.0):
+        self._db = db
+        self._live, self._sandbox = payment_details(settings)
+        self._recheck = recheck_seconds
+        self._lock = threading.Lock()
+        self._snapshot = self._load(version=-1)
+        self._checked_at = time.monotonic()
+
+    def _load(self, version: int) -> CatalogSnapshot:
+        with self._db.read() as conn:
+            current = catalog_repo.catalog_version(conn)
+            if current == version:
+                return self._snapshot
+            listings = tuple(catalog_repo.all_listings(conn))
+        return CatalogSnapshot(
+            current,
+            listings,
+            _rendered(catalog_document(listings, live=self._live, sandbox=self._sandbox)),
+            _rendered(
+                catalog_document(
+                    listings, live=self._live, sandbox=self._sandbox, tiers=frozenset(Tier)
+                )
+            ),
+            ListingIndex((x.id, x.url, x.path, x.tier) for x in listings),
+        )
+
+    def current(self) -> CatalogSnapshot:
+        """The up-to-date snapshot (one cheap version query)."""
+        with self._lock:
+            self._snapshot = self._load(self._snapshot.version)
+            self._checked_at = time.monotonic()
+            return self._snapshot
+
+    def tier_of(self, where: SellerLocation) -> Tier:
+        if time.monotonic() - self._checked_at > self._recheck:
+            self.current()
+        return self._snapshot.index.tier_of(where)
+
+    def listing_for(self, where: SellerLocation) -> Listing | None:
+        snapshot = self.current()
+        found = snapshot.index.match(where)
+        if found is None:
+            return None
+        return next(x for x in snapshot.listings if x.id == found.listing_id)

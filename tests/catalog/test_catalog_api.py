@@ -1,0 +1,105 @@
+"""The catalog over real HTTP, its import, and the tier it gives the source policy."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conftest import ok_json, paysign, signature_body
+from paysign.services.catalog import demo_catalog, import_catalog, seed_demo_catalog
+
+
+@pytest.fixture
+def seeded(runtime):
+    assert seed_demo_catalog(runtime.db, runtime.clock, "http://sellers.example")
+    assert not seed_demo_catalog(runtime.db, runtime.clock, "http://sellers.example")
+    return runtime
+
+
+def test_both_catalog_endpoints_serve_the_same_public_document(http, seeded) -> None:
+    first = http.get("/catalog")
+    second = http.get("/buyers/catalog")
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    document = first.json()
+    assert {x["tier"] for x in document["catalog"]} == {"PREMIUM", "STANDARD"}
+    assert [d["network"] for d in document["paymentDetails"]] == ["eip155:8453"]
+    assert [d["network"] for d in document["sandboxPaymentDetails"]] == ["eip155:84532"]
+    details = document["paymentDetails"][0]
+    assert set(details) >= {"scheme", "network", "payTo", "maxTimeoutSeconds", "extra"}
+    assert details["extra"] == {"name": "USD Coin", "version": "2"}
+
+
+def test_full_file_has_all_three_tiers(http, seeded) -> None:
+    document = http.get("/catalog/full.json").json()
+    tiers = {x["tier"] for x in document["catalog"]}
+    assert tiers == {"PREMIUM", "STANDARD", "OPEN_ECOSYSTEM"}
+    listed = demo_catalog("http://sellers.example")["catalog"]
+    assert sorted(x["id"] for x in document["catalog"]) == sorted(x["id"] for x in listed)
+
+
+def test_etag_lets_clients_poll_cheaply_and_changes_with_the_catalog(http, seeded) -> None:
+    first = http.get("/catalog")
+    etag = first.headers["etag"]
+    assert http.get("/catalog", headers={"If-None-Match": etag}).status_code == 304
+    document = demo_catalog("http://sellers.example")
+    document["catalog"][2]["description"] = "changed"
+    import_catalog(seeded.db, seeded.clock, document)
+    again = http.get("/catalog", headers={"If-None-Match": etag})
+    assert again.status_code == 200 and again.headers["etag"] != etag
+    assert "changed" in again.text
+
+
+def test_a_presented_key_must_be_valid(http, seeded, account) -> None:
+    assert (
+        http.get("/catalog", headers={"Authorization": f"Bearer {account['api_key']}"}).status_code
+        == 200
+    )
+    bad = http.get("/buyers/catalog", headers={"Authorization": "Bearer psk_" + "x" * 43})
+    assert bad.status_code == 401 and bad.json() == {"message": "Unauthorized"}
+
+
+def test_listed_sellers_take_their_tier_in_the_policy(seeded, account, http) -> None:
+    headers = {"Authorization": f"Bearer {account['api_key']}"}
+    listed = "http://sellers.example/weather/v1/forecast/Paris?units=metric"  # STANDARD
+    signed = http.post(
+        "/wallets/signatures", json=signature_body(seller_url=listed), headers=headers
+    )
+    assert signed.status_code == 200, signed.text
+    # The Open Ecosystem listing and unlisted paths still need approval.
+    for url in (
+        "http://sellers.example/facts/v1/fact",
+        "http://sellers.example/weather/v1/forecast/a/b",
+    ):
+        refused = http.post(
+            "/wallets/signatures", json=signature_body(seller_url=url), headers=headers
+        )
+        assert refused.status_code == 403 and refused.json()["type"].endswith("/allow-pending")
+
+
+def test_import_cli_validates_and_upserts(env, tmp_path) -> None:
+    document = demo_catalog("http://sellers.example")
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(document))
+    assert ok_json(paysign(env, "catalog", "import", str(path))) == {"inserted": 5, "updated": 0}
+    assert ok_json(paysign(env, "catalog", "import", str(path))) == {"inserted": 0, "updated": 5}
+    broken = copy.deepcopy(document)
+    broken["catalog"][3]["name"] = "bad name!"
+    path.write_text(json.dumps(broken))
+    refused = paysign(env, "catalog", "import", str(path))
+    assert refused.returncode == 1 and "/catalog/3/name" in refused.stderr
+
+
+def test_a_running_process_sees_a_catalog_imported_elsewhere(runtime) -> None:
+    from paysign.policy.decide import Tier
+    from paysign.policy.seller import seller_location
+    from paysign.services.catalog import Catalog
+
+    catalog = Catalog(runtime.db, runtime.settings, recheck_seconds=0)
+    where = seller_location("http://sellers.example/market/v1/quote/ACME")
+    assert catalog.tier_of(where) is Tier.OPEN_ECOSYSTEM
+    import_catalog(runtime.db, runtime.clock, demo_catalog("http://sellers.example"))
+    assert catalog.tier_of(where) is Tier.PREMIUM
+    assert catalog.listing_for(where).name == "market_quote"
