@@ -297,3 +297,38 @@ class ServeProcess:
         assert b"paymentSignatureHeader" not in stderr
         errors = [line for line in stderr.decode().splitlines() if "unhandled_error" in line]
         assert not errors, "\n".join(errors[:3])
+
+
+# --- the real sandbox chain -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def dev_chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One anvil dev chain (chain id 84532, test USDC at Base Sepolia's address) per run."""
+    from paysign.chain.devchain import Devchain
+
+    with Devchain(tmp_path_factory.mktemp("session-devchain"), dump_interval=60) as chain:
+        yield chain
+
+
+@pytest.fixture(scope="session")
+def sandbox_chain(dev_chain: object) -> Iterator[object]:
+    from paysign.chain.devchain import USDC_ADDRESS
+    from paysign.chain.testnet import SandboxChain
+
+    chain = SandboxChain(
+        dev_chain.rpc_url,  # type: ignore[attr-defined]
+        usdc=USDC_ADDRESS,
+        treasury_key=dev_chain.treasury_key,  # type: ignore[attr-defined]
+        lock_path=dev_chain.data_dir / "testnet-treasury.lock",  # type: ignore[attr-defined]
+    )
+    yield chain
+    chain.close()
+
+
+@pytest.fixture
+def chained_runtime(runtime: Runtime, sandbox_chain: object) -> Runtime:
+    """The runtime with the sandbox chain attached, as ``paysign serve`` builds it."""
+    import dataclasses
+
+    return dataclasses.replace(runtime, sandbox_chain=sandbox_chain)

@@ -28,7 +28,7 @@ from paysign.background import start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
-from paysign.chain.devchain import sandbox_chain
+from paysign.chain.devchain import running_devchain, sandbox_chain
 from paysign.config import Settings
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
@@ -106,6 +106,11 @@ def reconcile_command() -> None:
     Needs PAYSIGN_MAINNET_RPC_URL and/or PAYSIGN_TESTNET_RPC_URL; other networks are skipped.
     """
     settings = Settings()
+    if not settings.testnet_rpc_url:
+        # The embedded default: the dev chain a running `paysign serve` started, if any.
+        running = running_devchain(settings.data_dir)
+        if running is not None:
+            settings = settings.model_copy(update={"testnet_rpc_url": running.rpc_url})
     configure_logging("warning")
     runtime = build_runtime(settings)
     chain = RpcAuthorizationStates(settings.rpc_urls)

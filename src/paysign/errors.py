@@ -147,3 +147,24 @@ class InvalidCatalog(PaysignError):
 
     def __init__(self, pointer: str, reason: str) -> None:
         super().__init__(f"{pointer or '/'}: {reason}", pointer=pointer)
+
+
+class FaucetRateLimited(PaysignError):
+    slug = "test-funds-rate-limited"
+    title = "Test funds already granted"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail, retryAfterSeconds=retry_after)
+        self.retry_after = retry_after
+
+
+class SandboxChainUnavailable(PaysignError):
+    slug = "sandbox-chain-unavailable"
+    title = "The sandbox chain is unavailable"
+    permanent = False
+
+
+class FaucetTransferPending(PaysignError):
+    slug = "test-funds-pending"
+    title = "Test funds sent, not yet confirmed"
+    permanent = False

@@ -17,7 +17,7 @@ from conftest import signature_body
 from paysign.chain.authorizations import ChainUnavailable, RpcAuthorizationStates, call_data
 from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import day_window, month_window
-from paysign.services import policy
+from paysign.services import keys, policy
 from paysign.services.reconcile import reconcile
 from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import policy_repo
@@ -194,3 +194,66 @@ def test_rpc_reader_reports_an_unreachable_node() -> None:
     reader = RpcAuthorizationStates({TESTNET: "http://127.0.0.1:9"}, timeout=1)
     with pytest.raises(ChainUnavailable):
         reader.is_used(TESTNET, bytes(20), bytes(20), bytes(32))
+
+
+# --- on the real dev chain -------------------------------------------------------------------
+
+
+def test_reconcile_on_the_dev_chain_releases_only_the_unused_signature(
+    runtime, signing_store, sandbox_chain, account, clock
+) -> None:
+    """Two live testnet payments signed through the use case; a relayer settles one on chain.
+    Past validBefore, the chain's authorizationState decides: settled stays counted, the
+    unused one is released."""
+    import base64
+    import json as jsonlib
+
+    from paysign.chain.devchain import ANVIL_DEV_KEYS
+    from paysign.chain.treasury import Treasury, parse_private_key
+    from paysign.chain.usdc import transfer_with_authorization_data
+    from paysign.protocol import parse_address
+
+    doc = policy.get_policy(runtime.db, email=account["email"])
+    doc["caps"] = {"perPayment": None, "daily": 10 * USDC, "monthly": None}
+    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=doc)
+    wallet = parse_address(account["wallet"])
+    sandbox_chain.send_usdc(wallet, 2 * USDC)
+    # The chain checks real time; sign with the clock at real time.
+    import time as timelib
+
+    clock.current = int(timelib.time())
+    keys.revoke_key(runtime.db, clock, email=account["email"])
+    api_key = keys.issue_key(runtime.db, clock, email=account["email"]).api_key
+    deps = SigningDeps(signing_store, runtime.vault, clock, runtime.registry)
+    body = signature_body(amount=str(USDC), max_timeout=60)
+    body["paymentRequired"]["accepts"][0]["asset"] = sandbox_chain.usdc_hex
+    paid = sign_payment(deps, api_key, body, sandbox=False)
+    unused = sign_payment(deps, api_key, body, sandbox=False)
+
+    payload = jsonlib.loads(base64.b64decode(paid.header))
+    auth = payload["payload"]["authorization"]
+    relayer = Treasury(sandbox_chain.rpc, parse_private_key(ANVIL_DEV_KEYS[2]))
+    relayer.send(
+        sandbox_chain.usdc,
+        transfer_with_authorization_data(
+            parse_address(auth["from"]),
+            parse_address(auth["to"]),
+            int(auth["value"]),
+            int(auth["validAfter"]),
+            int(auth["validBefore"]),
+            bytes.fromhex(auth["nonce"][2:]),
+            bytes.fromhex(payload["payload"]["signature"][2:]),
+        ),
+    )
+    day = day_window(clock.now())
+    assert spent(runtime, account, day) == 2 * USDC
+
+    clock.advance(60 + 121)
+    chain = RpcAuthorizationStates({TESTNET: sandbox_chain.rpc_url})
+    report = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    chain.close()
+    assert (report.settled, report.expired, report.released) == (1, 1, USDC)
+    assert spent(runtime, account, day) == USDC
+    with runtime.db.read() as conn:
+        by_nonce = {s.nonce: s.status for s in repo.signatures_of(conn, account["account_id"])}
+    assert by_nonce == {paid.nonce: "settled", unused.nonce: "expired"}

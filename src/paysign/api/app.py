@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from paysign.api.catalog import make_catalog_endpoints
+from paysign.api.faucet import make_faucet_endpoint
 from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
@@ -51,6 +52,11 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         Route(
             "/wallets/signatures",
             SignatureEndpoint(deps, problem_base, settings.max_body_bytes),
+            methods=["POST"],
+        ),
+        Route(
+            "/wallets/testnet/funds",
+            make_faucet_endpoint(runtime, deps, problem_base),
             methods=["POST"],
         ),
         Route("/catalog", public_catalog, methods=["GET"]),

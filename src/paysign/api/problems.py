@@ -104,6 +104,34 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "remains; a larger cap is the account holder's decision, in the portal.",
         ),
         ProblemType(
+            "test-funds-rate-limited",
+            429,
+            errors.FaucetRateLimited.title,
+            "Test funds are granted once per account per rolling 24 hours. The `Retry-After` "
+            "header (and `retryAfterSeconds`) says when the next grant is possible.",
+            "Wait until then; the sandbox balance you were granted is still in the wallet.",
+            retryable=True,
+        ),
+        ProblemType(
+            "sandbox-chain-unavailable",
+            503,
+            errors.SandboxChainUnavailable.title,
+            "The sandbox chain did not take the test-funds transfer. Nothing was sent and the "
+            "24-hour window was not used.",
+            "Try again in a little while.",
+            retryable=True,
+        ),
+        ProblemType(
+            "test-funds-pending",
+            503,
+            errors.FaucetTransferPending.title,
+            "The test-funds transfer was sent but its receipt did not come back in time. It "
+            "will most likely be mined; `transactionHash` names it. The 24-hour window counts "
+            "from this request.",
+            "Look the transaction up on the sandbox chain in a little while.",
+            retryable=True,
+        ),
+        ProblemType(
             "request-too-large",
             413,
             errors.RequestTooLarge.title,

@@ -26,7 +26,7 @@ from paysign.errors import (
     SandboxNetworkMismatch,
 )
 from paysign.policy.caps import windows_at
-from paysign.policy.decide import Decision, Outcome, decide
+from paysign.policy.decide import Decision, Outcome, Tier, decide
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
@@ -126,6 +126,9 @@ def sign_payment(
     except PaysignError as exc:
         invalid = exc
     now = deps.clock.now()
+    # The tier comes from the catalog snapshot, before the transaction: it may refresh the
+    # snapshot with a query, which must not wait for a pool slot while holding one.
+    tier = deps.tiers.tier_of(seller) if invalid is None else Tier.OPEN_ECOSYSTEM
     refusal: PaymentRefused | None = None
     with deps.store.transaction() as tx:
         holder = tx.key_holder(hash_api_key(api_key), now)
@@ -138,7 +141,7 @@ def sign_payment(
             holder.policy,
             tx.grants(holder.account_id, candidate_hosts(seller)),
             seller,
-            deps.tiers.tier_of(seller),
+            tier,
         )
         if decision.allowed:
             refusal, rule = _sign_within_caps(deps, tx, attempt, decision)

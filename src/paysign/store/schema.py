@@ -111,11 +111,11 @@ policy_rules = sa.Table(
     sa.Column("host", sa.String(300), nullable=False),
     sa.Column("path", sa.String(2048), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
-    sa.UniqueConstraint("account_id", "kind", "host", "path"),
+    # Host right after the account: the signing path looks rules up by (account, candidate
+    # host), and this one index answers that with a probe, not a scan of the account's rules
+    # (with kind second, SQLite without statistics scanned all 10,000 of them).
+    sa.UniqueConstraint("account_id", "host", "path", "kind"),
 )
-# The signing path looks rules up by (account, candidate host): an index probe, not a scan,
-# however many thousands of rules an account has.
-sa.Index("ix_policy_rules_account_host", policy_rules.c.account_id, policy_rules.c.host)
 
 pending_sellers = sa.Table(
     "pending_sellers",
@@ -179,3 +179,27 @@ catalog_state = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
+
+# --- test funds -----------------------------------------------------------------------------
+
+# One row per account: the last successful grant and the claim in flight. A claim is taken
+# with one guarded upsert, so simultaneous requests produce exactly one transfer.
+test_funds = sa.Table(
+    "test_funds",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("last_granted_at", sa.BigInteger, nullable=True),
+    sa.Column("claim_started_at", sa.BigInteger, nullable=True),
+)
+
+test_fund_grants = sa.Table(
+    "test_fund_grants",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("transaction_hash", sa.String(66), nullable=False),
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # "granted" or "pending"
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_test_fund_grants_account", test_fund_grants.c.account_id, test_fund_grants.c.id)

@@ -273,14 +273,29 @@ class SqliteSigningStore:
 
     inline = True
 
-    def __init__(self, path: str) -> None:
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        self._conn.execute("PRAGMA foreign_keys=ON")
+    def __init__(self, path: str, *, checkpoint_every: float = 1.0) -> None:
+        self._conn = _connect(path)
         self._conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
+        # Checkpoints copy the WAL into a database file that grows with the ledger; they run
+        # on a thread of their own (PASSIVE: never blocking a writer), not inside a request.
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_loop,
+            args=(path, checkpoint_every),
+            name="paysign-wal-checkpoint",
+            daemon=True,
+        )
+        self._checkpointer.start()
+
+    def _checkpoint_loop(self, path: str, every: float) -> None:
+        conn = _connect(path)
+        try:
+            while not self._stop.wait(every):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[SigningTransaction]:
@@ -295,7 +310,18 @@ class SqliteSigningStore:
             cur.execute("COMMIT")
 
     def close(self) -> None:
+        self._stop.set()
+        self._checkpointer.join(timeout=5)
         self._conn.close()
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
 
 
 def _same(statement: str) -> str:

@@ -45,10 +45,9 @@ def upgrade() -> None:
             ["account_id"], ["accounts.id"], name="fk_policy_rules_account_id_accounts"
         ),
         sa.UniqueConstraint(
-            "account_id", "kind", "host", "path", name="uq_policy_rules_account_id_kind_host_path"
+            "account_id", "host", "path", "kind", name="uq_policy_rules_account_id_host_path_kind"
         ),
     )
-    op.create_index("ix_policy_rules_account_host", "policy_rules", ["account_id", "host"])
     op.create_table(
         "pending_sellers",
         sa.Column("account_id", sa.String(36), nullable=False),
@@ -111,6 +110,5 @@ def downgrade() -> None:
     op.drop_table("refusals")
     op.drop_table("spend_windows")
     op.drop_table("pending_sellers")
-    op.drop_index("ix_policy_rules_account_host", table_name="policy_rules")
     op.drop_table("policy_rules")
     op.drop_table("policies")
