@@ -12,6 +12,7 @@ Authentication comes first: an unauthenticated caller learns nothing from a vali
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,6 +47,16 @@ from paysign.store import repositories as repo
 from paysign.store.signing_store import SigningStore, SigningTransaction
 
 
+def time_ordered_nonce() -> bytes:
+    """32 bytes: a millisecond timestamp (6 bytes) then 26 random bytes (208 bits).
+
+    USDC only needs each nonce unique per payer; 208 random bits keep collisions out of reach,
+    and the time prefix makes the ledger's unique nonce index grow at its right edge instead of
+    dirtying a random page on every insert (a ledger of millions of rows stays cheap to write).
+    """
+    return (time.time_ns() // 1_000_000).to_bytes(6, "big") + secrets.token_bytes(26)
+
+
 @dataclass(frozen=True, slots=True)
 class SigningDeps:
     store: SigningStore
@@ -53,7 +64,7 @@ class SigningDeps:
     clock: Clock
     registry: AssetRegistry
     tiers: TierLookup = field(default_factory=NoListings)
-    new_nonce: Callable[[], bytes] = field(default=lambda: secrets.token_bytes(32))
+    new_nonce: Callable[[], bytes] = field(default=lambda: time_ordered_nonce())
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from paysign.policy.caps import Caps, Window
-from paysign.policy.decide import Approval, Grant, PolicySettings
+from paysign.policy.decide import Approval, PolicySettings
 from paysign.policy.document import PolicyDocument
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
@@ -52,15 +52,6 @@ def load_settings(conn: Connection, account_id: str) -> PolicySettings:
         sa.select(*POLICY_COLUMNS).where(policies.c.account_id == account_id)
     ).first()
     return PolicySettings.defaults() if row is None else settings_from_values(tuple(row))
-
-
-def grants_for_hosts(conn: Connection, account_id: str, hosts: Sequence[str]) -> list[Grant]:
-    rows = conn.execute(
-        sa.select(policy_rules.c.kind, policy_rules.c.host, policy_rules.c.path).where(
-            policy_rules.c.account_id == account_id, policy_rules.c.host.in_(hosts)
-        )
-    ).all()
-    return [Grant(r.kind, Rule(r.host, r.path)) for r in rows]
 
 
 def load_document(conn: Connection, account_id: str) -> PolicyDocument:
@@ -146,31 +137,6 @@ def resolve_pending(conn: Connection, account_id: str, rule: Rule) -> int:
     return len(settled)
 
 
-def record_pending(conn: Connection, account_id: str, where: SellerLocation, now: int) -> None:
-    """One row per seller however many requests race: the primary key decides, not a read."""
-    stmt = _upsert(conn, pending_sellers).values(
-        account_id=account_id,
-        host=where.host,
-        path=where.path,
-        first_seen=now,
-        last_seen=now,
-        refused_count=1,
-    )
-    conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=[
-                pending_sellers.c.account_id,
-                pending_sellers.c.host,
-                pending_sellers.c.path,
-            ],
-            set_={
-                "last_seen": now,
-                "refused_count": pending_sellers.c.refused_count + 1,
-            },
-        )
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class PendingSeller:
     host: str
@@ -227,24 +193,6 @@ class RefusalRecord:
     rule: str | None
     detail: str
     created_at: int
-
-
-def record_refusal(conn: Connection, refusal: RefusalRecord) -> None:
-    conn.execute(
-        refusals.insert().values(
-            account_id=refusal.account_id,
-            api_key_id=refusal.api_key_id,
-            seller_host=refusal.seller_host,
-            seller_path=refusal.seller_path,
-            network=refusal.network,
-            amount=refusal.amount,
-            sandbox=refusal.sandbox,
-            reason=refusal.reason,
-            rule=refusal.rule,
-            detail=refusal.detail[:4000],
-            created_at=refusal.created_at,
-        )
-    )
 
 
 def refusals_of(conn: Connection, account_id: str) -> Iterable[RefusalRecord]:

@@ -98,12 +98,6 @@ def insert_wallet(
     )
 
 
-def wallet_address_of(conn: Connection, account_id: str) -> str | None:
-    return conn.execute(
-        sa.select(wallets.c.address).where(wallets.c.account_id == account_id)
-    ).scalar_one_or_none()
-
-
 def retire_expired_keys(conn: Connection, account_id: str, now: int) -> None:
     """Expired keys stop counting as active: mark them so the one-active index frees up."""
     conn.execute(
@@ -153,37 +147,6 @@ def revoke_active_keys(conn: Connection, account_id: str, now: int) -> int:
         .values(revoked_at=now)
     )
     return result.rowcount
-
-
-def touch_key(conn: Connection, key_id: str, now: int) -> None:
-    conn.execute(api_keys.update().where(api_keys.c.id == key_id).values(last_used_at=now))
-
-
-_INSERT_SIGNATURE = signatures.insert()
-
-
-def insert_signature(conn: Connection, record: SignatureRecord) -> None:
-    conn.execute(
-        _INSERT_SIGNATURE,
-        {
-            "account_id": record.account_id,
-            "api_key_id": record.api_key_id,
-            "seller_host": record.seller_host,
-            "seller_path": record.seller_path,
-            "network": record.network,
-            "asset": record.asset,
-            "pay_to": record.pay_to,
-            "amount": record.amount,
-            "nonce": record.nonce,
-            "valid_before": record.valid_before,
-            "sandbox": record.sandbox,
-            "x402_version": record.x402_version,
-            "status": record.status,
-            "created_at": record.created_at,
-            "tier": record.tier,
-            "rule": record.rule,
-        },
-    )
 
 
 def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
