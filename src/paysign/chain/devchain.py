@@ -27,27 +27,27 @@ If anvil dies on its own, the dump thread restarts it on the same port from the 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
-import functools
 import gzip
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 import structlog
 
+from paysign.chain.anvil import (
+    CHAIN_ID,
+    Anvil,
+    DevchainError,
+    find_anvil,
+)
 from paysign.chain.errors import ChainError
 from paysign.chain.rpc import JsonRpc
 from paysign.chain.testnet import treasury_lock_path
@@ -58,7 +58,6 @@ from paysign.protocol import address_of, checksum_address, parse_address
 
 log = structlog.get_logger("paysign.devchain")
 
-CHAIN_ID = 84532
 NETWORK = "eip155:84532"
 #: The token lives where Base Sepolia's USDC lives.
 USDC_ADDRESS = parse_address(BASE_SEPOLIA_USDC)
@@ -80,20 +79,6 @@ TREASURY_FLOOR = 1_000_000 * 10**6
 #: Gas money: topped up to 10 000 ETH when below 1 ETH.
 TREASURY_GAS = 10_000 * 10**18
 _GAS_FLOOR = 10**18
-
-ANVIL_ENV = "PAYSIGN_ANVIL_BIN"
-_STARTUP_SECONDS = 15.0
-_STOP_SECONDS = 5.0
-_TAIL_LINES = 40
-_LISTENING = "Listening on "
-
-
-class DevchainError(ChainError):
-    """The dev chain could not be started, or refused an operation."""
-
-
-class AnvilNotFound(DevchainError):
-    pass
 
 
 class DevchainRunning(DevchainError):
@@ -125,58 +110,6 @@ def treasury_key_for(settings: Settings) -> bytes:
     return parse_private_key(settings.testnet_treasury_key or DEV_TREASURY_KEY)
 
 
-def find_anvil() -> Path:
-    """``$PAYSIGN_ANVIL_BIN``, else the project's ``node_modules`` (``make install``), else PATH.
-
-    The platform package's binary is preferred over ``node_modules/.bin/anvil`` (a Node
-    wrapper): signals then reach anvil itself.
-    """
-    explicit = os.environ.get(ANVIL_ENV)
-    if explicit:
-        path = Path(explicit)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise AnvilNotFound(f"{ANVIL_ENV}={explicit} is not an executable file")
-        return path
-    roots = [Path(__file__).resolve().parents[3], Path.cwd()]
-    for root in dict.fromkeys(roots):
-        modules = root / "node_modules"
-        for candidate in sorted(modules.glob("@foundry-rs/anvil-*/bin/anvil")):
-            if os.access(candidate, os.X_OK):
-                return candidate
-        wrapper = modules / ".bin" / "anvil"
-        if os.access(wrapper, os.X_OK):
-            return wrapper
-    on_path = shutil.which("anvil")
-    if on_path:
-        return Path(on_path)
-    raise AnvilNotFound(
-        "anvil was not found: run `make install` (npm ci installs @foundry-rs/anvil-linux-amd64 "
-        f"into node_modules), or set {ANVIL_ENV}, or set PAYSIGN_TESTNET_RPC_URL to use another "
-        "chain"
-    )
-
-
-def _prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-# Resolved once in the parent: between fork and exec the child must not touch the loader.
-_PRCTL = _prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _child_setup(parent_pid: int) -> None:  # runs in the child between fork and exec
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-
 def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -194,75 +127,6 @@ def _write_atomically(path: Path, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-
-
-class _Anvil:
-    """One anvil process: spawned, its stdout drained (it logs every request), its port read."""
-
-    def __init__(self, binary: Path, port: int, state_file: Path | None) -> None:
-        args = [
-            str(binary),
-            "--chain-id",
-            str(CHAIN_ID),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--prune-history",
-        ]
-        if state_file is not None:
-            args += ["--load-state", str(state_file)]
-        self.tail: deque[str] = deque(maxlen=_TAIL_LINES)
-        self._listening = threading.Event()
-        self.port = 0
-        self.process = subprocess.Popen(  # noqa: S603 -- fixed arguments, our own binary
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, os.getpid()),
-        )
-        assert self.process.stdout is not None
-        threading.Thread(
-            target=self._drain, args=(self.process.stdout,), name="anvil-output", daemon=True
-        ).start()
-        deadline = time.monotonic() + _STARTUP_SECONDS
-        while not self._listening.wait(0.01):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                output = "\n".join(self.tail)
-                raise DevchainError(f"anvil did not start:\n{output}")
-
-    def _drain(self, stream: IO[bytes]) -> None:
-        for raw in stream:
-            line = raw.decode("utf-8", errors="replace").rstrip()
-            self.tail.append(line)
-            if not self._listening.is_set() and line.startswith(_LISTENING):
-                self.port = int(line.rsplit(":", 1)[1])
-                self._listening.set()
-        stream.close()
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(_STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(_STOP_SECONDS)
 
 
 class Devchain:
@@ -289,7 +153,7 @@ class Devchain:
         self.treasury_key = treasury_key or parse_private_key(DEV_TREASURY_KEY)
         self.treasury_address = address_of(self.treasury_key)
         self._binary = anvil
-        self._anvil: _Anvil | None = None
+        self._anvil: Anvil | None = None
         self._rpc: JsonRpc | None = None
         self._lock_fd: int | None = None
         self._stop = threading.Event()
@@ -422,10 +286,10 @@ class Devchain:
         with contextlib.suppress(FileNotFoundError):
             self.running_file.unlink()
 
-    def _spawn(self, binary: Path, port: int) -> _Anvil:
+    def _spawn(self, binary: Path, port: int) -> Anvil:
         state = self.state_file if self.state_file.exists() else None
         try:
-            return _Anvil(binary, port, state)
+            return Anvil(binary, port, state)
         except DevchainError:
             if state is None:
                 raise
@@ -434,7 +298,7 @@ class Devchain:
         kept = self.state_file.with_name(f"state.unreadable-{int(time.time())}.json")
         os.replace(self.state_file, kept)
         log.error("devchain_state_unreadable", kept=str(kept))
-        return _Anvil(binary, port, None)
+        return Anvil(binary, port, None)
 
     def _check_chain(self) -> None:
         assert self._rpc is not None
@@ -513,7 +377,7 @@ class Devchain:
         except (ChainError, OSError) as exc:
             log.warning(event, error=str(exc))
 
-    def _restart(self, dead: _Anvil) -> None:
+    def _restart(self, dead: Anvil) -> None:
         log.error("devchain_died", exit_code=dead.process.returncode, output="\n".join(dead.tail))
         try:
             binary = self._binary or find_anvil()
