@@ -1,6 +1,7 @@
 """``paysign``: run the service and administer it.
 
     paysign serve [--host H] [--port P]
+    paysign demo [--host H] [--port P]
     paysign reconcile
     paysign admin create-account --email E --password P
     paysign admin issue-key --email E [--expires-in-days N]
@@ -30,6 +31,7 @@ from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
 from paysign.chain.devchain import running_devchain, sandbox_chain
 from paysign.config import Settings
+from paysign.demo.cli import demo
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
 from paysign.services import accounts, activity, keys, policy
@@ -43,6 +45,16 @@ def _emit(obj: dict[str, Any]) -> None:
 
 def _iso(unix_seconds: int) -> str:
     return datetime.fromtimestamp(unix_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read_json(path: str, invalid: type[InvalidCatalog] | type[InvalidPolicy]) -> object:
+    """A JSON file (``-``: standard input); ``invalid`` names the document on a parse error."""
+    with click.open_file(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid("", f"the file is not valid JSON ({exc})") from None
 
 
 def _runtime() -> Runtime:
@@ -208,12 +220,7 @@ def set_policy(email: str, path: str) -> None:
     """Replace the account's source policy with the document in FILE; prints the result."""
 
     def act() -> None:
-        with click.open_file(path, "rb") as handle:
-            raw = handle.read()
-        try:
-            document = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidPolicy("", f"the file is not valid JSON ({exc})") from None
+        document = _read_json(path, InvalidPolicy)
         rt = _runtime()
         _emit(policy.set_policy(rt.db, rt.clock, email=email, document=document))
 
@@ -255,12 +262,7 @@ def catalog_import(path: str) -> None:
     """Validate a catalog file (all three tiers) and upsert its listings by id."""
 
     def act() -> None:
-        with click.open_file(path, "rb") as handle:
-            raw = handle.read()
-        try:
-            document = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidCatalog("", f"the file is not valid JSON ({exc})") from None
+        document = _read_json(path, InvalidCatalog)
         rt = _runtime()
         _emit(import_catalog(rt.db, rt.clock, document))
 
@@ -280,3 +282,4 @@ def activity_command(email: str, limit: int) -> None:
 
 
 main.add_command(devchain)
+main.add_command(demo)  # paysign demo: sellers and a facilitator beside the service
