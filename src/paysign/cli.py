@@ -11,6 +11,10 @@
     paysign admin approve-seller --email E --seller HOST[/PATH]
     paysign admin deny-seller --email E --seller HOST[/PATH]
     paysign admin activity --email E [--limit N]
+    paysign catalog import FILE | list [--tier T] [--tag T]
+    paysign pay URL [-X M] [-H 'K: V'] [-d DATA] [--sandbox] [--max-usdc A]
+    paysign call NAME key=value …
+    paysign devchain info | reset
 
 Admin commands print one JSON object on stdout, act on the same database as the server
 (``PAYSIGN_DATABASE_URL`` or ``PAYSIGN_DATA_DIR``), and exit 1 with a message on refusal.
@@ -283,3 +287,10 @@ def activity_command(email: str, limit: int) -> None:
 
 main.add_command(devchain)
 main.add_command(demo)  # paysign demo: sellers and a facilitator beside the service
+
+# The buyer's commands: paysign pay, paysign call, paysign catalog list (docs/client.md).
+from paysign.client.cli import call, catalog_list, pay  # noqa: E402
+
+main.add_command(pay)
+main.add_command(call)
+catalog.add_command(catalog_list)

@@ -69,6 +69,23 @@ class Settings(BaseSettings):
     #: points its listings there.
     demo_sellers_url: str = "http://127.0.0.1:8403"
 
+    # --- connector (MCP) and Bazaar: issue 6 ---
+    #: Let the connector call sellers on private, loopback and link-local addresses (tests and
+    #: ``paysign demo`` set it; never in production).
+    connector_allow_private: bool = False
+    connector_max_response_bytes: int = 1024 * 1024
+    connector_timeout_seconds: float = 20.0
+    connector_max_redirects: int = 3
+    #: How often the connector checks the catalog version to send tools/list_changed.
+    connector_catalog_poll_seconds: float = 2.0
+    #: Extra Host / Origin values the connector accepts (comma-separated), beyond those of
+    #: mcp_url and base_url and loopback (DNS-rebinding protection).
+    connector_allowed_hosts: str = ""
+    connector_allowed_origins: str = ""
+    #: The x402 Bazaar discovery index (``/discovery/search``, ``/discovery/resources``).
+    bazaar_url: str = "https://api.cdp.coinbase.com/platform/v2/x402"
+    # --- end connector ---
+
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
 

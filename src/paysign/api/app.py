@@ -20,6 +20,7 @@ from paysign.api.problems import problem_response
 from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
+from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
@@ -48,7 +49,26 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             )
         return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
 
+    # --- connector (issue 6): MCP at the path of {mcp_url}, RFC 9728 metadata ---
+    connector = Connector(settings, deps, catalog)
+    resource_metadata = protected_resource_metadata(
+        settings.resolved_mcp_url, settings.resolved_auth_url
+    )
+
+    async def protected_resource(request: Request) -> Response:
+        return json_response(resource_metadata)
+
+    connector_routes = [
+        Route(urlsplit(settings.resolved_mcp_url).path or "/", connector),
+        *(
+            Route(path, protected_resource, methods=["GET"])
+            for path in metadata_paths(settings.resolved_mcp_url)
+        ),
+    ]
+    # --- end connector ---
+
     routes = [
+        *connector_routes,
         Route(
             "/wallets/signatures",
             SignatureEndpoint(deps, problem_base, settings.max_body_bytes),
@@ -69,5 +89,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     ]
     handlers: dict[Any, Any] = {HTTPException: http_error}
     app = Starlette(routes=routes, exception_handlers=handlers)
+    app.state.catalog = catalog
+    app.state.connector = connector  # issue 6
     app.add_middleware(RequestLogMiddleware, problem_base=problem_base)
     return app

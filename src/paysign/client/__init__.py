@@ -1,0 +1,119 @@
+"""The buyer side of paysign: pay x402 sellers with an API key, no private key in the agent.
+
+Usable without the server: it needs ``httpx`` and :mod:`paysign.protocol` only (never the
+store, the services, the API, starlette or sqlalchemy). See ``docs/client.md``.
+
+    from paysign.client import PaysignClient, payment_of
+
+    with PaysignClient(sandbox=True) as http:  # PAYSIGN_API_KEY, PAYSIGN_BASE_URL
+        response = http.get("http://127.0.0.1:8403/weather/v1/forecast/Paris")
+        print(response.json(), payment_of(response).transaction)
+"""
+
+from paysign.client.auth import (
+    AsyncPaidRetryTransport,
+    AsyncPaysignClient,
+    PaidRetryTransport,
+    Payment,
+    PaysignAuth,
+    PaysignClient,
+    payment_of,
+)
+from paysign.client.catalog import (
+    CallResult,
+    Listing,
+    acall_listing,
+    build_listing_request,
+    call_listing,
+    filter_listings,
+    find_listing,
+    listings_of,
+)
+from paysign.client.errors import (
+    AllowPending,
+    EcosystemDisabled,
+    InvalidPaymentRequired,
+    InvalidPaymentTerms,
+    ListingError,
+    MalformedRequest,
+    NoAcceptableOption,
+    PaymentError,
+    PaymentRefused,
+    PaymentRejected,
+    PaysignClientError,
+    PaysignProblem,
+    PriceExceedsLimit,
+    RequestTooLarge,
+    SandboxNetworkMismatch,
+    SellerDenied,
+    SellerUnreachable,
+    ServiceError,
+    SigningUnavailable,
+    SpendCapExceeded,
+    TestFundsRateLimited,
+    Unauthorized,
+    UnsupportedPaymentTerms,
+)
+from paysign.client.signer import DEFAULT_BASE_URL, PaysignSigner, Signature
+from paysign.client.wire import (
+    DEFAULT_USDC,
+    PaymentRequired,
+    Settlement,
+    choose_option,
+    decode_payment_required,
+    decode_settlement,
+    format_usdc,
+    parse_usdc,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_USDC",
+    "AllowPending",
+    "AsyncPaidRetryTransport",
+    "AsyncPaysignClient",
+    "CallResult",
+    "EcosystemDisabled",
+    "InvalidPaymentRequired",
+    "InvalidPaymentTerms",
+    "Listing",
+    "ListingError",
+    "MalformedRequest",
+    "NoAcceptableOption",
+    "PaidRetryTransport",
+    "Payment",
+    "PaymentError",
+    "PaymentRefused",
+    "PaymentRejected",
+    "PaymentRequired",
+    "PaysignAuth",
+    "PaysignClient",
+    "PaysignClientError",
+    "PaysignProblem",
+    "PaysignSigner",
+    "PriceExceedsLimit",
+    "RequestTooLarge",
+    "SandboxNetworkMismatch",
+    "SellerDenied",
+    "SellerUnreachable",
+    "ServiceError",
+    "Settlement",
+    "Signature",
+    "SigningUnavailable",
+    "SpendCapExceeded",
+    "TestFundsRateLimited",
+    "Unauthorized",
+    "UnsupportedPaymentTerms",
+    "acall_listing",
+    "build_listing_request",
+    "call_listing",
+    "choose_option",
+    "decode_payment_required",
+    "decode_settlement",
+    "filter_listings",
+    "find_listing",
+    "format_usdc",
+    "listings_of",
+    "parse_usdc",
+    "payment_of",
+]

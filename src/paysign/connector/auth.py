@@ -1,0 +1,120 @@
+"""Who is calling the connector: the credential resolver seam, the 401 challenge and the
+protected-resource metadata (RFC 9728).
+
+Spec 5.2 step 1 gives the challenge as ``Bearer
+resource_metadata="{mcp_url}/.well-known/oauth-protected-resource", scope="{mcp_url}/access"`` and
+says the metadata address is "the connector's address with the path
+``/.well-known/oauth-protected-resource`` at its host root". So ``resource_metadata`` is the
+*origin* of ``{mcp_url}`` followed by that path, while ``scope`` is ``{mcp_url}/access``:
+
+    >>> for part in challenge("http://127.0.0.1:8402/mcp").split(", "):
+    ...     print(part)
+    Bearer resource_metadata="http://127.0.0.1:8402/.well-known/oauth-protected-resource"
+    scope="http://127.0.0.1:8402/mcp/access"
+    >>> for path in metadata_paths("https://connector.example.com/mcp"):
+    ...     print(path)
+    /.well-known/oauth-protected-resource
+    /.well-known/oauth-protected-resource/mcp
+    /mcp/.well-known/oauth-protected-resource
+
+The metadata is served at that host-root address, at the RFC 9728 path-inserted address, and
+(for clients that read the template literally) under ``{mcp_url}`` itself.
+
+Credentials: only API keys are resolved today. An OAuth access token (issue 6 item 4) is not
+recognised yet, so it gets the same 401 as any invalid credential; the authorization server
+plugs in by adding a ``CredentialResolver`` in front of ``ApiKeyResolver`` (see ``chain``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from paysign.api.signatures import call_store
+from paysign.errors import NotAuthenticated
+from paysign.services.signing import SigningDeps, authenticate
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def metadata_url(mcp_url: str) -> str:
+    """The address the 401 challenge names (spec 5.2 step 1: at the host root)."""
+    return _origin(mcp_url) + WELL_KNOWN
+
+
+def scope_of(mcp_url: str) -> str:
+    return f"{mcp_url}/access"
+
+
+def challenge(mcp_url: str, *, invalid: bool = False) -> str:
+    error = 'error="invalid_token", ' if invalid else ""
+    return f'Bearer {error}resource_metadata="{metadata_url(mcp_url)}", scope="{scope_of(mcp_url)}"'
+
+
+def metadata_paths(mcp_url: str) -> list[str]:
+    """Every path the protected-resource metadata is served at (on the connector's host)."""
+    path = urlsplit(mcp_url).path.rstrip("/")
+    paths = [WELL_KNOWN, WELL_KNOWN + path, path + WELL_KNOWN]
+    return list(dict.fromkeys(p for p in paths if p))
+
+
+def protected_resource_metadata(mcp_url: str, auth_url: str) -> dict[str, Any]:
+    """RFC 9728 metadata; ``authorization_servers`` holds ``{auth_url}`` byte for byte (it must
+    equal the authorization server's ``issuer``)."""
+    return {
+        "resource": mcp_url,
+        "authorization_servers": [auth_url],
+        "scopes_supported": [scope_of(mcp_url)],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "paysign connector",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The account a connector request acts for."""
+
+    account_id: int | str
+    kind: str  # "api_key" (later: "oauth")
+    client_id: str  # binds MCP sessions to the credential that opened them
+    #: What the signing use case authenticates with. For an API key it is the key itself; an
+    #: OAuth resolver will need a signing entry point that takes the account instead.
+    signing_credential: str
+
+
+class CredentialResolver(Protocol):
+    async def resolve(self, token: str) -> Principal | None:
+        """The principal for a bearer token; ``None`` when this resolver does not accept it."""
+        ...
+
+
+class ApiKeyResolver:
+    def __init__(self, deps: SigningDeps) -> None:
+        self._deps = deps
+
+    async def resolve(self, token: str) -> Principal | None:
+        try:
+            holder = await call_store(self._deps, authenticate, self._deps, token)
+        except NotAuthenticated:
+            return None
+        return Principal(holder.account_id, "api_key", f"api-key:{holder.key_id}", token)
+
+
+class ChainedResolver:
+    """The first resolver that accepts the token wins (API key, then OAuth once it exists)."""
+
+    def __init__(self, *resolvers: CredentialResolver) -> None:
+        self._resolvers = resolvers
+
+    async def resolve(self, token: str) -> Principal | None:
+        for resolver in self._resolvers:
+            principal = await resolver.resolve(token)
+            if principal is not None:
+                return principal
+        return None

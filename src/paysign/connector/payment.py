@@ -1,0 +1,279 @@
+"""Paying a seller on the user's behalf: call → 402 → terms → sign (the signing use case, so the
+source policy and caps apply) → pay → the seller's answer and the settlement receipt.
+
+Only the payment option paysign can sign on the wanted network is offered to the signing use
+case (it signs ``accepts[0]``): the USDC option on the testnet for a sandbox call, on mainnet
+otherwise. The seller's terms are otherwise passed through verbatim.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from paysign.api.signatures import call_store
+from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
+from paysign.errors import NotAuthenticated, PaysignError
+from paysign.protocol.networks import resolve_network
+from paysign.services.signing import SigningDeps, sign_payment
+
+USDC = Decimal(1_000_000)
+
+
+class ToolFailure(Exception):
+    """A call that ends as a tool error: ``what_to_do`` tells the assistant the next step."""
+
+    def __init__(self, kind: str, detail: str, what_to_do: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+        self.what_to_do = what_to_do
+        self.extra = extra
+        self.result: dict[str, Any] | None = None
+
+    def document(self) -> dict[str, Any]:
+        error = {"type": self.kind, "detail": self.detail, "whatToDo": self.what_to_do}
+        error.update(self.extra)
+        out: dict[str, Any] = {"error": error}
+        if self.result is not None:
+            out.update(self.result)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SellerCall:
+    method: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    sandbox: bool = False
+    max_amount: int | None = None  # base units; refuse before signing above it
+    service_id: str | None = None  # the catalog listing id, for provenance
+
+
+def usdc_text(amount: int) -> str:
+    return format((Decimal(amount) / USDC).normalize(), "f")
+
+
+def _b64json(value: str) -> Any:
+    try:
+        return json.loads(base64.b64decode(value.strip(), validate=False))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def payment_terms(response: FetchedResponse) -> dict[str, Any]:
+    """The terms of a 402: the v2 ``PAYMENT-REQUIRED`` header, else the v1 JSON body."""
+    header = response.headers.get("payment-required")
+    if header:
+        terms = _b64json(header)
+        if isinstance(terms, dict):
+            return terms
+    try:
+        body = json.loads(response.body)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("accepts"), list):
+        return body
+    raise ToolFailure(
+        "invalid-payment-terms",
+        "The seller answered 402 Payment Required without readable x402 terms "
+        "(no PAYMENT-REQUIRED header and no x402 JSON body).",
+        "This endpoint cannot be paid with x402; try another seller.",
+    )
+
+
+def _entry_amount(entry: dict[str, Any]) -> int | None:
+    raw = entry.get("amount", entry.get("maxAmountRequired"))
+    if isinstance(raw, str) and raw.isdigit():
+        return int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    return None
+
+
+def choose_option(
+    deps: SigningDeps, terms: dict[str, Any], sandbox: bool
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """``(terms with the wanted option first, that option, its amount)``."""
+    accepts = terms.get("accepts")
+    if not isinstance(accepts, list) or not accepts:
+        raise ToolFailure(
+            "invalid-payment-terms",
+            "The seller's 402 lists no payment options.",
+            "This endpoint cannot be paid; try another seller.",
+        )
+    offered: list[str] = []
+    for entry in accepts:
+        if not isinstance(entry, dict):
+            continue
+        network = resolve_network(str(entry.get("network", "")))
+        offered.append(str(entry.get("network")))
+        if network is None or network.testnet != sandbox or entry.get("scheme") != "exact":
+            continue
+        token = deps.registry.usdc_for(network)
+        asset = str(entry.get("asset", "")).lower()
+        amount = _entry_amount(entry)
+        if token is None or asset != token.address_hex.lower() or amount is None:
+            continue
+        rest = [e for e in accepts if e is not entry]
+        return {**terms, "accepts": [entry, *rest]}, entry, amount
+    wanted = "Base Sepolia testnet USDC" if sandbox else "Base mainnet USDC"
+    hint = (
+        "Call again without sandbox to pay on Base mainnet."
+        if sandbox
+        else "If this is a test endpoint, call again with sandbox=true."
+    )
+    raise ToolFailure(
+        "no-usable-payment-option",
+        f"The seller offers no {wanted} 'exact' payment option (offered networks: "
+        f"{', '.join(offered) or 'none'}).",
+        hint,
+        offeredNetworks=offered,
+    )
+
+
+def settlement(response: FetchedResponse) -> dict[str, Any] | None:
+    header = response.headers.get("payment-response") or response.headers.get("x-payment-response")
+    if not header:
+        return None
+    decoded = _b64json(header)
+    return decoded if isinstance(decoded, dict) else None
+
+
+def seller_body(response: FetchedResponse) -> Any:
+    content_type = response.headers.get("content-type", "")
+    if "json" in content_type:
+        try:
+            return json.loads(response.body)
+        except ValueError:
+            pass
+    return response.text()
+
+
+def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
+    """What the assistant should do about a refusal by the signing use case."""
+    ext = error.extensions
+    todo = {
+        "allow-pending": (
+            "The account holder must approve this seller before it can be paid. Tell the user "
+            f"to approve {ext.get('sellerHost', 'the seller')} in the paysign portal at "
+            f"{portal_url}; do not retry until they say it is approved."
+        ),
+        "seller-denied": (
+            "The account holder has put this seller on the deny list. Do not retry; choose "
+            f"another seller, or ask the user to change the deny list in the portal at "
+            f"{portal_url}."
+        ),
+        "ecosystem-disabled": (
+            "Payments to this ecosystem are switched off for this account. Choose another "
+            f"seller, or ask the user to switch it on in the portal at {portal_url}."
+        ),
+        "spend-cap-exceeded": (
+            f"The {ext.get('cap', 'spend')} cap would be passed; "
+            + (
+                f"it resets at {ext['resetsAt']}. "
+                if ext.get("resetsAt")
+                else "it does not reset by itself. "
+            )
+            + "Tell the user; do not retry before then unless they raise the cap in the portal "
+            f"at {portal_url}. Sandbox calls (sandbox=true) are not capped."
+        ),
+        "sandbox-network-mismatch": "Call again without sandbox to pay on Base mainnet.",
+    }.get(
+        error.slug,
+        "The seller's payment terms cannot be signed as they are; try another seller.",
+    )
+    extra = {k: v for k, v in ext.items() if k != "pointer"}
+    return ToolFailure(error.slug, error.detail, todo, title=error.title, **extra)
+
+
+async def pay(
+    deps: SigningDeps,
+    outbound: Outbound,
+    credential: str,
+    call: SellerCall,
+    *,
+    portal_url: str,
+) -> dict[str, Any]:
+    headers = {"Accept": "application/json, */*;q=0.5", **call.headers}
+    if call.sandbox:
+        headers["X-Sandbox-Mode"] = "true"
+    first = await outbound.request(call.method, call.url, headers=headers, content=call.body)
+    provenance = {"service_id": call.service_id, "seller_url": first.url}
+    if first.status != 402:
+        return {
+            "status": first.status,
+            "body": seller_body(first),
+            "payment": None,
+            "provenance": provenance,
+        }
+    terms = payment_terms(first)
+    ordered, option, amount = choose_option(deps, terms, call.sandbox)
+    network = str(option.get("network"))
+    quote = {"amount": str(amount), "amountUsdc": usdc_text(amount), "network": network}
+    if call.max_amount is not None and amount > call.max_amount:
+        raise ToolFailure(
+            "price-above-maximum",
+            f"The seller asks {usdc_text(amount)} USDC, more than the maximum of "
+            f"{usdc_text(call.max_amount)} USDC for this call. Nothing was signed.",
+            "Ask the user whether to pay this price, then call again with a higher "
+            "maxAmountUsdc (pay_x402), or choose another seller.",
+            **quote,
+        )
+    request = {"sellerUrl": first.url, "paymentRequired": ordered}
+    try:
+        signed = await call_store(
+            deps, sign_payment, deps, credential, request, sandbox=call.sandbox
+        )
+    except NotAuthenticated:
+        raise ToolFailure(
+            "unauthorized",
+            "The credential of this connection is no longer valid (expired or revoked).",
+            "Ask the user for a new API key and reconnect.",
+        ) from None
+    except PaysignError as exc:
+        raise refusal_failure(exc, portal_url) from None
+    version = terms.get("x402Version")
+    header_name = "X-PAYMENT" if version == 1 else "PAYMENT-SIGNATURE"
+    paid = await outbound.request(
+        call.method, first.url, headers={**headers, header_name: signed.header}, content=call.body
+    )
+    receipt = settlement(paid)
+    payment = {
+        **quote,
+        "asset": option.get("asset"),
+        "payTo": option.get("payTo"),
+        "sandbox": call.sandbox,
+        "x402Version": version,
+        "nonce": "0x" + signed.nonce.hex(),
+        "validBefore": signed.valid_before,
+        "settled": bool(receipt and receipt.get("success")),
+        "transaction": (receipt or {}).get("transaction") or None,
+        "settlement": receipt,
+    }
+    result = {
+        "status": paid.status,
+        "body": seller_body(paid),
+        "payment": payment,
+        "provenance": provenance,
+    }
+    if paid.status >= 400:
+        failure = ToolFailure(
+            "seller-rejected-payment",
+            f"The payment was signed but the seller answered {paid.status}"
+            + (f" ({receipt.get('errorReason')})" if receipt and receipt.get("errorReason") else "")
+            + ". Unless the receipt shows a transaction, no money moved; the signature expires "
+            "unused and its reservation is released.",
+            "Tell the user the seller did not accept the payment; do not retry in a loop.",
+        )
+        failure.result = result
+        raise failure
+    return result
+
+
+__all__ = ["OutboundRefused", "SellerCall", "ToolFailure", "pay"]
