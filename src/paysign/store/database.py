@@ -45,7 +45,11 @@ class Database:
             # Many processes share one PostgreSQL (max_connections is 100 by default): each
             # keeps a small pool and queues on it rather than opening ever more connections.
             self.writer = sa.create_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size // 2, pool_pre_ping=True
+                self.url,
+                pool_size=pool_size,
+                max_overflow=pool_size // 2,
+                pool_pre_ping=True,
+                hide_parameters=True,  # error messages never carry bound values to a log
             )
             self.reader = self.writer
 
@@ -56,7 +60,7 @@ class Database:
             # One shared connection, so every "engine" sees the same in-memory database.
             kwargs["poolclass"] = sa.pool.StaticPool
             kwargs["connect_args"] = {"check_same_thread": False}
-        engine = sa.create_engine(self.url, **kwargs)
+        engine = sa.create_engine(self.url, hide_parameters=True, **kwargs)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
