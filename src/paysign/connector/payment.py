@@ -8,17 +8,24 @@ otherwise. The seller's terms are otherwise passed through verbatim.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from paysign.api.signatures import call_store
+from paysign.client.errors import InvalidPaymentRequired, NoAcceptableOption
+from paysign.client.wire import (
+    ChosenOption,
+    PaymentRequired,
+    choose_option,
+    decode_payment_required,
+    decode_settlement,
+    payment_header_name,
+)
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.errors import NotAuthenticated, PaysignError
-from paysign.protocol.networks import resolve_network
+from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
 from paysign.services.signing import SigningDeps, sign_payment
 
 USDC = Decimal(1_000_000)
@@ -59,90 +66,42 @@ def usdc_text(amount: int) -> str:
     return format((Decimal(amount) / USDC).normalize(), "f")
 
 
-def _b64json(value: str) -> Any:
-    try:
-        return json.loads(base64.b64decode(value.strip(), validate=False))
-    except (binascii.Error, ValueError):
-        return None
-
-
-def payment_terms(response: FetchedResponse) -> dict[str, Any]:
+def payment_terms(response: FetchedResponse) -> PaymentRequired:
     """The terms of a 402: the v2 ``PAYMENT-REQUIRED`` header, else the v1 JSON body."""
-    header = response.headers.get("payment-required")
-    if header:
-        terms = _b64json(header)
-        if isinstance(terms, dict):
-            return terms
     try:
-        body = json.loads(response.body)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("accepts"), list):
-        return body
-    raise ToolFailure(
-        "invalid-payment-terms",
-        "The seller answered 402 Payment Required without readable x402 terms "
-        "(no PAYMENT-REQUIRED header and no x402 JSON body).",
-        "This endpoint cannot be paid with x402; try another seller.",
-    )
-
-
-def _entry_amount(entry: dict[str, Any]) -> int | None:
-    raw = entry.get("amount", entry.get("maxAmountRequired"))
-    if isinstance(raw, str) and raw.isdigit():
-        return int(raw)
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return raw
-    return None
-
-
-def choose_option(
-    deps: SigningDeps, terms: dict[str, Any], sandbox: bool
-) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """``(terms with the wanted option first, that option, its amount)``."""
-    accepts = terms.get("accepts")
-    if not isinstance(accepts, list) or not accepts:
+        return decode_payment_required(response.headers, response.body)
+    except InvalidPaymentRequired as exc:
         raise ToolFailure(
             "invalid-payment-terms",
-            "The seller's 402 lists no payment options.",
-            "This endpoint cannot be paid; try another seller.",
+            f"The seller answered 402 Payment Required without readable x402 terms ({exc}).",
+            "This endpoint cannot be paid with x402; try another seller.",
+        ) from None
+
+
+def choose(deps: SigningDeps, required: PaymentRequired, sandbox: bool) -> ChosenOption:
+    """The seller's USDC option on the wanted network (testnet in sandbox), moved first."""
+    network = BASE_SEPOLIA if sandbox else BASE_MAINNET
+    token = deps.registry.usdc_for(network)
+    usdc = {} if token is None else {network.caip2: token.address_hex}
+    try:
+        return choose_option(required, network, usdc=usdc)
+    except NoAcceptableOption:
+        offered = [
+            str(entry.get("network")) for entry in required.accepts if isinstance(entry, dict)
+        ]
+        wanted = "Base Sepolia testnet USDC" if sandbox else "Base mainnet USDC"
+        hint = (
+            "Call again without sandbox to pay on Base mainnet."
+            if sandbox
+            else "If this is a test endpoint, call again with sandbox=true."
         )
-    offered: list[str] = []
-    for entry in accepts:
-        if not isinstance(entry, dict):
-            continue
-        network = resolve_network(str(entry.get("network", "")))
-        offered.append(str(entry.get("network")))
-        if network is None or network.testnet != sandbox or entry.get("scheme") != "exact":
-            continue
-        token = deps.registry.usdc_for(network)
-        asset = str(entry.get("asset", "")).lower()
-        amount = _entry_amount(entry)
-        if token is None or asset != token.address_hex.lower() or amount is None:
-            continue
-        rest = [e for e in accepts if e is not entry]
-        return {**terms, "accepts": [entry, *rest]}, entry, amount
-    wanted = "Base Sepolia testnet USDC" if sandbox else "Base mainnet USDC"
-    hint = (
-        "Call again without sandbox to pay on Base mainnet."
-        if sandbox
-        else "If this is a test endpoint, call again with sandbox=true."
-    )
-    raise ToolFailure(
-        "no-usable-payment-option",
-        f"The seller offers no {wanted} 'exact' payment option (offered networks: "
-        f"{', '.join(offered) or 'none'}).",
-        hint,
-        offeredNetworks=offered,
-    )
-
-
-def settlement(response: FetchedResponse) -> dict[str, Any] | None:
-    header = response.headers.get("payment-response") or response.headers.get("x-payment-response")
-    if not header:
-        return None
-    decoded = _b64json(header)
-    return decoded if isinstance(decoded, dict) else None
+        raise ToolFailure(
+            "no-usable-payment-option",
+            f"The seller offers no {wanted} 'exact' payment option (offered networks: "
+            f"{', '.join(offered) or 'none'}).",
+            hint,
+            offeredNetworks=offered,
+        ) from None
 
 
 def seller_body(response: FetchedResponse) -> Any:
@@ -213,7 +172,8 @@ async def pay(
             "provenance": provenance,
         }
     terms = payment_terms(first)
-    ordered, option, amount = choose_option(deps, terms, call.sandbox)
+    chosen = choose(deps, terms, call.sandbox)
+    option, amount = chosen.option, chosen.amount
     network = str(option.get("network"))
     quote = {"amount": str(amount), "amountUsdc": usdc_text(amount), "network": network}
     if call.max_amount is not None and amount > call.max_amount:
@@ -225,7 +185,7 @@ async def pay(
             "maxAmountUsdc (pay_x402), or choose another seller.",
             **quote,
         )
-    request = {"sellerUrl": first.url, "paymentRequired": ordered}
+    request = {"sellerUrl": first.url, "paymentRequired": chosen.payment_required}
     try:
         signed = await call_store(
             deps, sign_payment, deps, credential, request, sandbox=call.sandbox
@@ -238,12 +198,13 @@ async def pay(
         ) from None
     except PaysignError as exc:
         raise refusal_failure(exc, portal_url) from None
-    version = terms.get("x402Version")
-    header_name = "X-PAYMENT" if version == 1 else "PAYMENT-SIGNATURE"
+    version = terms.version
+    header_name = payment_header_name(version)
     paid = await outbound.request(
         call.method, first.url, headers={**headers, header_name: signed.header}, content=call.body
     )
-    receipt = settlement(paid)
+    decoded = decode_settlement(paid.headers)
+    receipt = None if decoded is None else decoded.raw
     payment = {
         **quote,
         "asset": option.get("asset"),
