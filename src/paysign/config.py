@@ -85,6 +85,19 @@ class Settings(BaseSettings):
     #: The x402 Bazaar discovery index (``/discovery/search``, ``/discovery/resources``).
     bazaar_url: str = "https://api.cdp.coinbase.com/platform/v2/x402"
     # --- end connector ---
+    # --- oauth (issue 6 item 4): the authorization server at auth_url ---
+    #: Lifetimes in seconds. Codes live at most 60 s; access tokens are short-lived and
+    #: refreshed with rotating refresh tokens.
+    oauth_code_ttl_seconds: int = Field(default=60, ge=1, le=60)
+    oauth_access_token_ttl_seconds: int = 900
+    oauth_refresh_token_ttl_seconds: int = 30 * 24 * 3600
+    #: How long the sign-in and consent pages of one authorization request stay valid.
+    oauth_sign_in_ttl_seconds: int = 600
+    #: Failed sign-ins allowed per account (email) and per client address in one window.
+    oauth_max_failures_per_account: int = 5
+    oauth_max_failures_per_address: int = 20
+    oauth_failure_window_seconds: int = 900
+    # --- end oauth ---
 
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"

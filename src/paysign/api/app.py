@@ -21,6 +21,9 @@ from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
+from paysign.connector.auth import ApiKeyResolver, ChainedResolver  # oauth (issue 6 item 4)
+from paysign.oauth.connector import OAuthAwareConnector, OAuthResolver  # oauth (issue 6 item 4)
+from paysign.oauth.routes import create_oauth_routes  # oauth (issue 6 item 4)
 from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
@@ -50,7 +53,12 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
 
     # --- connector (issue 6): MCP at the path of {mcp_url}, RFC 9728 metadata ---
-    connector = Connector(settings, deps, catalog)
+    # --- oauth (issue 6 item 4): the authorization server at {auth_url}; its access tokens
+    # are accepted by the connector after API keys ---
+    oauth_routes, oauth_service = create_oauth_routes(runtime)
+    resolver = ChainedResolver(ApiKeyResolver(deps), OAuthResolver(oauth_service))
+    connector: Connector = OAuthAwareConnector(settings, deps, catalog, resolver=resolver)
+    # --- end oauth ---
     resource_metadata = protected_resource_metadata(
         settings.resolved_mcp_url, settings.resolved_auth_url
     )
@@ -69,6 +77,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
 
     routes = [
         *connector_routes,
+        *oauth_routes,  # oauth (issue 6 item 4)
         Route(
             "/wallets/signatures",
             SignatureEndpoint(deps, problem_base, settings.max_body_bytes),

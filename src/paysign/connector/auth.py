@@ -20,9 +20,9 @@ says the metadata address is "the connector's address with the path
 The metadata is served at that host-root address, at the RFC 9728 path-inserted address, and
 (for clients that read the template literally) under ``{mcp_url}`` itself.
 
-Credentials: only API keys are resolved today. An OAuth access token (issue 6 item 4) is not
-recognised yet, so it gets the same 401 as any invalid credential; the authorization server
-plugs in by adding a ``CredentialResolver`` in front of ``ApiKeyResolver`` (see ``chain``).
+Credentials: API keys (``ApiKeyResolver``) and, chained after them, OAuth access tokens from
+our authorization server (``paysign.oauth.connector.OAuthResolver``, wired in ``api/app.py``).
+A token neither accepts gets the same 401 as any invalid credential.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Principal:
     """The account a connector request acts for."""
 
     account_id: int | str
-    kind: str  # "api_key" (later: "oauth")
+    kind: str  # "api_key" or "oauth" (issue 6 item 4)
     client_id: str  # binds MCP sessions to the credential that opened them
     #: What the signing use case authenticates with. For an API key it is the key itself; an
     #: OAuth resolver will need a signing entry point that takes the account instead.

@@ -203,3 +203,79 @@ test_fund_grants = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
 sa.Index("ix_test_fund_grants_account", test_fund_grants.c.account_id, test_fund_grants.c.id)
+
+# --- oauth (issue 6 item 4): the authorization server for the connector ---------------------
+
+# Clients registered with RFC 7591 dynamic registration; ``metadata`` is the registered
+# client information as JSON (the client secret included: it is compared in constant time by
+# the SDK's client authenticator). The RFC 7592 registration access token is stored hashed.
+oauth_clients = sa.Table(
+    "oauth_clients",
+    metadata,
+    sa.Column("client_id", sa.String(64), primary_key=True),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("registration_token_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+# An authorization request between /authorize and the consent decision. ``id_hash`` is the
+# SHA-256 of the random transaction id the sign-in pages carry; ``account_id`` is set once the
+# user signed in.
+oauth_requests = sa.Table(
+    "oauth_requests",
+    metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("client_id", sa.String(64), nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # the AuthorizationParams, JSON
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=True),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+)
+
+# Authorization codes (single use, short-lived) and tokens, all stored as SHA-256 hashes.
+oauth_codes = sa.Table(
+    "oauth_codes",
+    metadata,
+    sa.Column("code_hash", sa.String(64), primary_key=True),
+    sa.Column("client_id", sa.String(64), nullable=False),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # redirect_uri, challenge, scopes, resource
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.Column("used_at", sa.BigInteger, nullable=True),
+)
+
+# ``kind`` is "access" or "refresh". A ``family`` is every token descending from one
+# authorization code: reusing a rotated refresh token revokes the whole family.
+oauth_tokens = sa.Table(
+    "oauth_tokens",
+    metadata,
+    sa.Column("token_hash", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(8), nullable=False),
+    sa.Column("family", sa.String(36), nullable=False),
+    sa.Column("client_id", sa.String(64), nullable=False),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("scopes", sa.String(2100), nullable=False),
+    sa.Column("resource", sa.String(2048), nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.Column("rotated_at", sa.BigInteger, nullable=True),
+    sa.Column("revoked_at", sa.BigInteger, nullable=True),
+)
+sa.Index("ix_oauth_tokens_family", oauth_tokens.c.family)
+
+# The last TOTP time step accepted for each account: a code is usable once (ASVS 6.5.1).
+oauth_totp_steps = sa.Table(
+    "oauth_totp_steps",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("last_step", sa.BigInteger, nullable=False),
+)
+
+# Failed sign-ins per key ("account:<id>" or "address:<ip>") in a fixed window.
+oauth_sign_in_failures = sa.Table(
+    "oauth_sign_in_failures",
+    metadata,
+    sa.Column("key", sa.String(100), primary_key=True),
+    sa.Column("window_start", sa.BigInteger, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+)
+# --- end oauth ---

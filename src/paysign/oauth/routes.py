@@ -1,0 +1,166 @@
+"""The authorization server's HTTP surface at ``{auth_url}``.
+
+The SDK's handlers serve ``/authorize``, ``/token``, ``/register`` and ``/revoke``. We replace
+the metadata (RFC 8414: the issuer is ``{auth_url}`` byte for byte, ``none`` client auth and
+the RFC 9207 ``iss`` parameter advertised), add ``registration_client_uri`` to registration
+responses (with an RFC 7592 read endpoint), refuse a token request whose RFC 8707 ``resource``
+is not ``{mcp_url}`` (the SDK's token handler drops it), and add the sign-in pages.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from mcp.server.auth.handlers.authorize import AuthorizationHandler
+from mcp.server.auth.handlers.register import RegistrationHandler
+from mcp.server.auth.handlers.revoke import RevocationHandler
+from mcp.server.auth.handlers.token import TokenHandler
+from mcp.server.auth.middleware.client_auth import ClientAuthenticator
+from mcp.server.auth.settings import ClientRegistrationOptions
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from paysign.bootstrap import Runtime
+from paysign.oauth.pages import SignInPages
+from paysign.oauth.provider import PaysignProvider
+from paysign.oauth.service import AuthorizationService, OAuthConfig
+
+METADATA = "/.well-known/oauth-authorization-server"
+_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def authorization_server_metadata(config: OAuthConfig) -> dict[str, Any]:
+    issuer = config.issuer
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        "registration_endpoint": f"{issuer}/register",
+        "revocation_endpoint": f"{issuer}/revoke",
+        "scopes_supported": [config.scope],
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": _AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": _AUTH_METHODS,
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
+    }
+
+
+def metadata_paths(issuer: str) -> list[str]:
+    """RFC 8414 §3.1 path insertion (what the MCP SDK client probes first), and the metadata
+    under the issuer's own path (what some clients try)."""
+    path = urlsplit(issuer).path.rstrip("/")
+    return list(dict.fromkeys([METADATA + path, path + METADATA]))
+
+
+class ResourceCheckedToken:
+    """The SDK token endpoint, after refusing an RFC 8707 ``resource`` other than ours."""
+
+    def __init__(self, app: ASGIApp, mcp_url: str) -> None:
+        self.app = app
+        self.mcp_url = mcp_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > 64 * 1024 or not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        resources = parse_qs(body.decode("latin-1")).get("resource", [])
+        if any(resource != self.mcp_url for resource in resources):
+            response = JSONResponse(
+                {
+                    "error": "invalid_target",
+                    "error_description": f"tokens are only issued for {self.mcp_url}",
+                },
+                status_code=400,
+                headers=_NO_STORE,
+            )
+            await response(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], AuthorizationService]:
+    config = OAuthConfig.from_settings(runtime.settings)
+    service = AuthorizationService(runtime.db, runtime.vault, runtime.clock, config)
+    issuer = config.issuer
+    base = urlsplit(issuer).path.rstrip("/")
+    provider = PaysignProvider(service, f"{issuer}/login")
+    pages = SignInPages(service, f"{issuer}/login", f"{issuer}/consent")
+    authenticator = ClientAuthenticator(provider)
+    registration = RegistrationHandler(
+        provider,
+        options=ClientRegistrationOptions(
+            enabled=True, valid_scopes=[config.scope], default_scopes=[config.scope]
+        ),
+    )
+    metadata = authorization_server_metadata(config)
+
+    async def metadata_endpoint(request: Request) -> Response:
+        return JSONResponse(metadata, headers={"Access-Control-Allow-Origin": "*"})
+
+    async def register(request: Request) -> Response:
+        response = await registration.handle(request)
+        if response.status_code != 201:
+            return response
+        document = json.loads(bytes(response.body))
+        client_id = document["client_id"]
+        document["registration_client_uri"] = f"{issuer}/register/{client_id}"
+        document["registration_access_token"] = provider.registration_tokens.pop(client_id)
+        return JSONResponse(document, status_code=201, headers=_NO_STORE)
+
+    async def read_registration(request: Request) -> Response:
+        """RFC 7592 §2.1: the client's registration, with its registration access token."""
+        client_id = request.path_params["client_id"]
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+        found = await run_in_threadpool(service.client_for_registration_token, client_id, token)
+        if found is None:
+            return JSONResponse({"error": "invalid_token"}, status_code=401, headers=_NO_STORE)
+        found["registration_client_uri"] = f"{issuer}/register/{client_id}"
+        return JSONResponse(found, headers=_NO_STORE)
+
+    token_app = Route("/", TokenHandler(provider, authenticator).handle).app
+    routes: list[BaseRoute] = [
+        *(Route(path, metadata_endpoint, methods=["GET"]) for path in metadata_paths(issuer)),
+        Route(f"{base}/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
+        Route(
+            f"{base}/token",
+            ResourceCheckedToken(token_app, config.mcp_url),
+            methods=["POST"],
+        ),
+        Route(f"{base}/register", register, methods=["POST"]),
+        Route(f"{base}/register/{{client_id}}", read_registration, methods=["GET"]),
+        Route(
+            f"{base}/revoke",
+            RevocationHandler(provider, authenticator).handle,
+            methods=["POST"],
+        ),
+        Route(f"{base}/login", pages.login, methods=["GET", "POST"]),
+        Route(f"{base}/consent", pages.consent, methods=["GET", "POST"]),
+    ]
+    return routes, service

@@ -1,0 +1,456 @@
+"""The OAuth use cases: client registration, sign-in (password + authenticator code), consent,
+authorization codes, tokens with rotation, revocation, and resolving an access token.
+
+Synchronous, one short transaction each; the SDK adapter (``provider``) and the pages run them
+in a worker thread. Every secret handed out (transaction id, code, token, registration access
+token) is random and stored only as its SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyotp
+
+from paysign.clock import Clock
+from paysign.config import Settings
+from paysign.custody import KeyVault, SealedSecret
+from paysign.errors import InvalidAccountInput
+from paysign.services.accounts import normalise_email, totp_context, verify_password
+from paysign.store import oauth_repo
+from paysign.store import repositories as repo
+from paysign.store.database import Database
+
+TOTP_STEP = 30
+SIGN_IN_FAILED = (
+    "The email, password or authenticator code is not correct. "
+    "Each authenticator code works once: if you just used it, wait for the next one."
+)
+RATE_LIMITED = (
+    "Too many failed sign-ins. Wait {minutes} minutes, then try again. "
+    "Nothing about your account was changed."
+)
+LOOPBACK_REFUSED = (
+    "paysign's OAuth sign-in only sends its result to an https:// address. Clients on your own "
+    "machine that expect a localhost or loopback address must use an API key instead: create "
+    "one in the paysign portal and configure it as 'Authorization: Bearer <API_KEY>'."
+)
+HTTPS_REQUIRED = "redirect URIs must be https:// addresses (spec 5.2 step 3)"
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def redirect_uri_problem(uri: str) -> str | None:
+    """Why a redirect URI is refused, or ``None``: only ``https://`` (spec 5.2 step 3).
+
+    >>> redirect_uri_problem("https://claude.ai/api/mcp/auth_callback") is None
+    True
+    >>> redirect_uri_problem("http://localhost:3000/cb").startswith("paysign's OAuth")
+    True
+    >>> redirect_uri_problem("http://client.example/cb")
+    'redirect URIs must be https:// addresses (spec 5.2 step 3)'
+    """
+    parts = urlsplit(uri)
+    if _is_loopback(parts.hostname or ""):
+        return LOOPBACK_REFUSED
+    if parts.scheme != "https" or not parts.hostname or parts.fragment:
+        return HTTPS_REQUIRED
+    return None
+
+
+class OAuthRefused(Exception):
+    """A request the authorization server refuses; ``description`` is shown to the caller."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class RequestExpired(OAuthRefused):
+    pass
+
+
+class SignInFailed(OAuthRefused):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthConfig:
+    issuer: str
+    mcp_url: str
+    scope: str
+    code_ttl: int
+    access_ttl: int
+    refresh_ttl: int
+    request_ttl: int
+    max_failures_account: int
+    max_failures_address: int
+    failure_window: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OAuthConfig:
+        mcp_url = settings.resolved_mcp_url
+        return cls(
+            issuer=settings.resolved_auth_url,
+            mcp_url=mcp_url,
+            scope=f"{mcp_url}/access",
+            code_ttl=min(settings.oauth_code_ttl_seconds, 60),
+            access_ttl=settings.oauth_access_token_ttl_seconds,
+            refresh_ttl=settings.oauth_refresh_token_ttl_seconds,
+            request_ttl=settings.oauth_sign_in_ttl_seconds,
+            max_failures_account=settings.oauth_max_failures_per_account,
+            max_failures_address=settings.oauth_max_failures_per_address,
+            failure_window=settings.oauth_failure_window_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRequest:
+    client_id: str
+    params: dict[str, Any]
+    csrf: str
+    signed_in: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CodeGrant:
+    client_id: str
+    account_id: str
+    params: dict[str, Any]
+    expires_in: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    """A refresh token (or access token) as loaded: who, for what, for how long."""
+
+    family: str
+    client_id: str
+    account_id: str
+    scopes: list[str]
+    resource: str
+    expires_in: int
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedTokens:
+    access_token: str
+    refresh_token: str
+    expires_in: int
+    scopes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthPrincipal:
+    account_id: str
+    client_id: str
+
+
+class AuthorizationService:
+    def __init__(self, db: Database, vault: KeyVault, clock: Clock, config: OAuthConfig) -> None:
+        self.db = db
+        self.vault = vault
+        self.clock = clock
+        self.config = config
+        # Verified against when the email is unknown, so both cases cost one argon2 check.
+        self._decoy = repo.AccountRecord("", "", _decoy_hash(), b"", 0)
+
+    # ---- clients (RFC 7591) ----
+
+    def register_client(self, client_id: str, metadata: dict[str, Any]) -> str:
+        """Store a client; returns its registration access token (RFC 7592)."""
+        for uri in metadata.get("redirect_uris") or []:
+            problem = redirect_uri_problem(str(uri))
+            if problem is not None:
+                raise OAuthRefused(problem)
+        token = secrets.token_urlsafe(32)
+        with self.db.write() as conn:
+            oauth_repo.insert_client(
+                conn, client_id, json.dumps(metadata), digest(token), self.clock.now()
+            )
+        return token
+
+    def client(self, client_id: str) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = oauth_repo.find_client(conn, client_id)
+        return None if row is None else dict(json.loads(row.metadata))
+
+    def client_for_registration_token(self, client_id: str, token: str) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = oauth_repo.find_client(conn, client_id)
+        if row is None or not hmac.compare_digest(row.registration_token_hash, digest(token)):
+            return None
+        return dict(json.loads(row.metadata))
+
+    # ---- the authorization request, sign-in and consent ----
+
+    def start(self, client_id: str, params: dict[str, Any]) -> str:
+        """Remember an authorization request; returns the transaction id the pages carry."""
+        txn = secrets.token_urlsafe(32)
+        now = self.clock.now()
+        with self.db.write() as conn:
+            oauth_repo.purge_expired(conn, now)
+            oauth_repo.insert_request(
+                conn,
+                digest(txn),
+                client_id,
+                json.dumps(params),
+                secrets.token_urlsafe(24),
+                now + self.config.request_ttl,
+            )
+        return txn
+
+    def pending(self, txn: str) -> PendingRequest:
+        with self.db.read() as conn:
+            row = oauth_repo.find_request(conn, digest(txn), self.clock.now())
+        if row is None:
+            raise RequestExpired(
+                "This sign-in link has expired or was already used. Go back to your "
+                "application and connect again."
+            )
+        return PendingRequest(
+            row.client_id, json.loads(row.params), row.csrf, row.account_id is not None
+        )
+
+    def sign_in(
+        self, txn: str, csrf: str, email: str, password: str, code: str, address: str
+    ) -> None:
+        """Check the password and a fresh authenticator code; rate-limited per account and per
+        client address. Every failure gets the same message (no user enumeration)."""
+        pending = self.pending(txn)
+        if not hmac.compare_digest(pending.csrf, csrf):
+            raise RequestExpired("This form has expired. Reload the page and try again.")
+        now = self.clock.now()
+        window = self.config.failure_window
+        try:
+            email_key = "email:" + digest(normalise_email(email))[:40]
+        except InvalidAccountInput:
+            email_key = "email:" + digest(email.strip().lower())[:40]
+        address_key = "address:" + address[:90]
+        with self.db.read() as conn:
+            over = (
+                oauth_repo.failures(conn, email_key, now, window)
+                >= self.config.max_failures_account
+                or oauth_repo.failures(conn, address_key, now, window)
+                >= self.config.max_failures_address
+            )
+            account = repo.find_account_by_email(conn, _normalised(email))
+        if over:
+            raise SignInFailed(RATE_LIMITED.format(minutes=max(1, window // 60)))
+        step = self._check_credentials(account, password, code, now)
+        with self.db.write() as conn:
+            accepted = (
+                account is not None
+                and step is not None
+                and oauth_repo.accept_totp_step(conn, account.id, step)
+            )
+            if not accepted:
+                oauth_repo.record_failure(conn, email_key, now, window)
+                oauth_repo.record_failure(conn, address_key, now, window)
+            else:
+                assert account is not None
+                oauth_repo.clear_failures(conn, email_key)
+                # A new CSRF token for the consent form (a fresh secret after authentication).
+                oauth_repo.sign_in_request(conn, digest(txn), account.id, secrets.token_urlsafe(24))
+        if not accepted:
+            raise SignInFailed(SIGN_IN_FAILED)
+
+    def _check_credentials(
+        self, account: repo.AccountRecord | None, password: str, code: str, now: int
+    ) -> int | None:
+        """The TOTP step the code matched (±1 step), or ``None``."""
+        password_ok = verify_password(account or self._decoy, password)
+        if account is None or not password_ok:
+            return None
+        code = code.strip().replace(" ", "")
+        if not (code.isdigit() and len(code) == 6):
+            return None
+        secret = self.vault.open(
+            totp_context(account.id), SealedSecret.from_bytes(account.sealed_totp_secret)
+        ).decode()
+        totp = pyotp.TOTP(secret, interval=TOTP_STEP)
+        current = now // TOTP_STEP
+        for step in (current, current - 1, current + 1):
+            if hmac.compare_digest(totp.at(step * TOTP_STEP), code):
+                return step
+        return None
+
+    def decide(self, txn: str, csrf: str, *, approve: bool) -> tuple[PendingRequest, str | None]:
+        """Consume the signed-in request. Approve: returns it with a new authorization code;
+        deny: with ``None``."""
+        now = self.clock.now()
+        with self.db.write() as conn:
+            row = oauth_repo.take_request(conn, digest(txn), csrf, now)
+            if row is None or row.account_id is None:
+                raise RequestExpired(
+                    "This approval form has expired or was already used. Go back to your "
+                    "application and connect again."
+                )
+            pending = PendingRequest(row.client_id, json.loads(row.params), row.csrf, True)
+            if not approve:
+                return pending, None
+            code = secrets.token_urlsafe(32)  # 256 bits
+            oauth_repo.insert_code(
+                conn,
+                digest(code),
+                row.client_id,
+                row.account_id,
+                row.params,
+                now + self.config.code_ttl,
+            )
+        return pending, code
+
+    # ---- codes and tokens ----
+
+    def load_code(self, code: str) -> CodeGrant | None:
+        """A usable code; presenting a used code again revokes what it was exchanged for."""
+        now = self.clock.now()
+        code_hash = digest(code)
+        with self.db.read() as conn:
+            row = oauth_repo.find_code(conn, code_hash)
+        if row is None or row.expires_at <= now:
+            return None
+        if row.used_at is not None:
+            with self.db.write() as conn:
+                oauth_repo.revoke_family(conn, _family_of(code_hash), now)
+            return None
+        return CodeGrant(
+            row.client_id, row.account_id, json.loads(row.params), row.expires_at - now
+        )
+
+    def exchange_code(self, code: str, grant: CodeGrant) -> IssuedTokens | None:
+        now = self.clock.now()
+        code_hash = digest(code)
+        with self.db.write() as conn:
+            if not oauth_repo.use_code(conn, code_hash, now):
+                oauth_repo.revoke_family(conn, _family_of(code_hash), now)
+                return None
+            return self._issue(conn, _family_of(code_hash), grant.client_id, grant.account_id, now)
+
+    def load_refresh(self, token: str) -> TokenGrant | None:
+        """A live refresh token. Presenting a rotated one revokes its whole family."""
+        now = self.clock.now()
+        with self.db.read() as conn:
+            row = oauth_repo.find_token(conn, digest(token))
+        if row is None or row.kind != "refresh" or row.revoked_at is not None:
+            return None
+        if row.rotated_at is not None:
+            with self.db.write() as conn:
+                oauth_repo.revoke_family(conn, row.family, now)
+            return None
+        if row.expires_at <= now:
+            return None
+        return TokenGrant(
+            row.family,
+            row.client_id,
+            row.account_id,
+            row.scopes.split(),
+            row.resource,
+            row.expires_at - now,
+        )
+
+    def rotate(self, token: str, grant: TokenGrant) -> IssuedTokens | None:
+        now = self.clock.now()
+        with self.db.write() as conn:
+            if not oauth_repo.rotate_token(conn, digest(token), now):
+                oauth_repo.revoke_family(conn, grant.family, now)
+                return None
+            return self._issue(conn, grant.family, grant.client_id, grant.account_id, now)
+
+    def _issue(
+        self, conn: Any, family: str, client_id: str, account_id: str, now: int
+    ) -> IssuedTokens:
+        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        common = {
+            "family": family,
+            "client_id": client_id,
+            "account_id": account_id,
+            "scopes": self.config.scope,
+            "resource": self.config.mcp_url,
+        }
+        oauth_repo.insert_token(
+            conn, digest(access), kind="access", expires_at=now + self.config.access_ttl, **common
+        )
+        oauth_repo.insert_token(
+            conn,
+            digest(refresh),
+            kind="refresh",
+            expires_at=now + self.config.refresh_ttl,
+            **common,
+        )
+        return IssuedTokens(access, refresh, self.config.access_ttl, [self.config.scope])
+
+    def revoke(self, token: str, client_id: str) -> None:
+        """RFC 7009: revoking either token of a pair revokes the pair and its family."""
+        with self.db.write() as conn:
+            row = oauth_repo.find_token(conn, digest(token))
+            if row is not None and row.client_id == client_id:
+                oauth_repo.revoke_family(conn, row.family, self.clock.now())
+
+    def load_access(self, token: str) -> tuple[TokenGrant, bool] | None:
+        """The access token and whether it is live (unexpired, unrevoked)."""
+        with self.db.read() as conn:
+            row = oauth_repo.find_token(conn, digest(token))
+        if row is None or row.kind != "access":
+            return None
+        now = self.clock.now()
+        grant = TokenGrant(
+            row.family,
+            row.client_id,
+            row.account_id,
+            row.scopes.split(),
+            row.resource,
+            row.expires_at - now,
+        )
+        return grant, row.revoked_at is None and row.expires_at > now
+
+    def resolve(self, token: str) -> OAuthPrincipal | None:
+        """Who a bearer token acts for at the connector: a live access token issued for
+        ``{mcp_url}`` with the scope ``{mcp_url}/access``; otherwise ``None``."""
+        found = self.load_access(token)
+        if found is None:
+            return None
+        grant, live = found
+        if not live or grant.resource != self.config.mcp_url:
+            return None
+        if self.config.scope not in grant.scopes:
+            return None
+        return OAuthPrincipal(grant.account_id, grant.client_id)
+
+
+def _family_of(code_hash: str) -> str:
+    """Every token issued from one code shares a family named after the code."""
+    return str(uuid.UUID(code_hash[:32]))
+
+
+def _normalised(email: str) -> str:
+    try:
+        return normalise_email(email)
+    except InvalidAccountInput:
+        return ""
+
+
+def _decoy_hash() -> str:
+    from argon2 import PasswordHasher
+
+    return PasswordHasher().hash(secrets.token_urlsafe(16))

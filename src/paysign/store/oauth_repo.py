@@ -1,0 +1,291 @@
+"""Storage for the OAuth authorization server: every guard is one statement, so it holds
+across processes sharing one database (a code is exchanged once, a refresh token rotated once,
+a TOTP step accepted once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from paysign.store.schema import (
+    oauth_clients,
+    oauth_codes,
+    oauth_requests,
+    oauth_sign_in_failures,
+    oauth_tokens,
+    oauth_totp_steps,
+)
+
+
+def _insert(conn: Connection, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
+
+
+# ---- clients ----
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRow:
+    client_id: str
+    metadata: str
+    registration_token_hash: str
+
+
+def insert_client(
+    conn: Connection, client_id: str, metadata: str, registration_token_hash: str, now: int
+) -> None:
+    conn.execute(
+        oauth_clients.insert().values(
+            client_id=client_id,
+            metadata=metadata,
+            registration_token_hash=registration_token_hash,
+            created_at=now,
+        )
+    )
+
+
+def find_client(conn: Connection, client_id: str) -> ClientRow | None:
+    c = oauth_clients.c
+    row = conn.execute(
+        sa.select(c.client_id, c.metadata, c.registration_token_hash).where(
+            c.client_id == client_id
+        )
+    ).first()
+    return None if row is None else ClientRow(*row)
+
+
+# ---- pending authorization requests ----
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    client_id: str
+    params: str
+    csrf: str
+    account_id: str | None
+    expires_at: int
+
+
+def insert_request(
+    conn: Connection, id_hash: str, client_id: str, params: str, csrf: str, expires_at: int
+) -> None:
+    conn.execute(
+        oauth_requests.insert().values(
+            id_hash=id_hash, client_id=client_id, params=params, csrf=csrf, expires_at=expires_at
+        )
+    )
+
+
+def find_request(conn: Connection, id_hash: str, now: int) -> RequestRow | None:
+    c = oauth_requests.c
+    row = conn.execute(
+        sa.select(c.client_id, c.params, c.csrf, c.account_id, c.expires_at).where(
+            c.id_hash == id_hash, c.expires_at > now
+        )
+    ).first()
+    return None if row is None else RequestRow(*row)
+
+
+def sign_in_request(conn: Connection, id_hash: str, account_id: str, csrf: str) -> None:
+    """Record who signed in, with a fresh CSRF token for the consent form."""
+    c = oauth_requests.c
+    conn.execute(
+        oauth_requests.update().where(c.id_hash == id_hash).values(account_id=account_id, csrf=csrf)
+    )
+
+
+def take_request(conn: Connection, id_hash: str, csrf: str, now: int) -> RequestRow | None:
+    """Consume a signed-in request (once): the consent decision."""
+    c = oauth_requests.c
+    row = conn.execute(
+        oauth_requests.delete()
+        .where(c.id_hash == id_hash, c.csrf == csrf, c.expires_at > now, c.account_id.is_not(None))
+        .returning(c.client_id, c.params, c.csrf, c.account_id, c.expires_at)
+    ).first()
+    return None if row is None else RequestRow(*row)
+
+
+def purge_expired(conn: Connection, now: int) -> None:
+    conn.execute(oauth_requests.delete().where(oauth_requests.c.expires_at <= now))
+
+
+# ---- authorization codes ----
+
+
+@dataclass(frozen=True, slots=True)
+class CodeRow:
+    client_id: str
+    account_id: str
+    params: str
+    expires_at: int
+    used_at: int | None
+
+
+def insert_code(
+    conn: Connection, code_hash: str, client_id: str, account_id: str, params: str, expires_at: int
+) -> None:
+    conn.execute(
+        oauth_codes.insert().values(
+            code_hash=code_hash,
+            client_id=client_id,
+            account_id=account_id,
+            params=params,
+            expires_at=expires_at,
+        )
+    )
+
+
+def find_code(conn: Connection, code_hash: str) -> CodeRow | None:
+    c = oauth_codes.c
+    row = conn.execute(
+        sa.select(c.client_id, c.account_id, c.params, c.expires_at, c.used_at).where(
+            c.code_hash == code_hash
+        )
+    ).first()
+    return None if row is None else CodeRow(*row)
+
+
+def use_code(conn: Connection, code_hash: str, now: int) -> bool:
+    """Mark the code used; ``False`` if it already was (or expired)."""
+    c = oauth_codes.c
+    result = conn.execute(
+        oauth_codes.update()
+        .where(c.code_hash == code_hash, c.used_at.is_(None), c.expires_at > now)
+        .values(used_at=now)
+    )
+    return result.rowcount == 1
+
+
+# ---- tokens ----
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    kind: str
+    family: str
+    client_id: str
+    account_id: str
+    scopes: str
+    resource: str
+    expires_at: int
+    rotated_at: int | None
+    revoked_at: int | None
+
+
+def insert_token(
+    conn: Connection,
+    token_hash: str,
+    *,
+    kind: str,
+    family: str,
+    client_id: str,
+    account_id: str,
+    scopes: str,
+    resource: str,
+    expires_at: int,
+) -> None:
+    conn.execute(
+        oauth_tokens.insert().values(
+            token_hash=token_hash,
+            kind=kind,
+            family=family,
+            client_id=client_id,
+            account_id=account_id,
+            scopes=scopes,
+            resource=resource,
+            expires_at=expires_at,
+        )
+    )
+
+
+def find_token(conn: Connection, token_hash: str) -> TokenRow | None:
+    c = oauth_tokens.c
+    row = conn.execute(
+        sa.select(
+            c.kind,
+            c.family,
+            c.client_id,
+            c.account_id,
+            c.scopes,
+            c.resource,
+            c.expires_at,
+            c.rotated_at,
+            c.revoked_at,
+        ).where(c.token_hash == token_hash)
+    ).first()
+    return None if row is None else TokenRow(*row)
+
+
+def rotate_token(conn: Connection, token_hash: str, now: int) -> bool:
+    """Retire a live refresh token; ``False`` if it was already rotated or revoked."""
+    c = oauth_tokens.c
+    result = conn.execute(
+        oauth_tokens.update()
+        .where(c.token_hash == token_hash, c.rotated_at.is_(None), c.revoked_at.is_(None))
+        .values(rotated_at=now)
+    )
+    return result.rowcount == 1
+
+
+def revoke_family(conn: Connection, family: str, now: int) -> None:
+    c = oauth_tokens.c
+    conn.execute(
+        oauth_tokens.update()
+        .where(c.family == family, c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+
+
+# ---- sign-in: TOTP steps and failure counts ----
+
+
+def accept_totp_step(conn: Connection, account_id: str, step: int) -> bool:
+    """Record ``step`` as the account's last accepted TOTP step unless it (or a later one)
+    was accepted before: a code is usable once."""
+    row = oauth_totp_steps.c
+    statement = (
+        _insert(conn, oauth_totp_steps)
+        .values(account_id=account_id, last_step=step)
+        .on_conflict_do_update(
+            index_elements=[row.account_id],
+            set_={"last_step": step},
+            where=row.last_step < step,
+        )
+        .returning(row.account_id)
+    )
+    return conn.execute(statement).first() is not None
+
+
+def failures(conn: Connection, key: str, now: int, window: int) -> int:
+    c = oauth_sign_in_failures.c
+    found = conn.execute(
+        sa.select(c.failures).where(c.key == key, c.window_start > now - window)
+    ).scalar_one_or_none()
+    return int(found or 0)
+
+
+def record_failure(conn: Connection, key: str, now: int, window: int) -> None:
+    """Count one failure in the key's window (a new window once the old one is over)."""
+    row = oauth_sign_in_failures.c
+    expired = row.window_start <= now - window
+    statement = (
+        _insert(conn, oauth_sign_in_failures)
+        .values(key=key, window_start=now, failures=1)
+        .on_conflict_do_update(
+            index_elements=[row.key],
+            set_={
+                "window_start": sa.case((expired, now), else_=row.window_start),
+                "failures": sa.case((expired, 1), else_=row.failures + 1),
+            },
+        )
+    )
+    conn.execute(statement)
+
+
+def clear_failures(conn: Connection, key: str) -> None:
+    conn.execute(oauth_sign_in_failures.delete().where(oauth_sign_in_failures.c.key == key))
