@@ -11,6 +11,7 @@ from paysign.bootstrap import Runtime
 from paysign.errors import (
     AllowPending,
     EcosystemDisabled,
+    NotAuthenticated,
     PaymentRefused,
     SellerDenied,
     SpendCapExceeded,
@@ -303,3 +304,25 @@ def test_activity_lists_every_decision_with_its_rule(sign, runtime, account, clo
         ("signed", None, "api.example.com"),
     ]
     assert entries[2]["status"] == "signed" and entries[2]["amount"] == 500
+
+
+def test_signing_for_a_signed_in_account_applies_the_same_policy(
+    runtime, signing_store, account
+) -> None:
+    """An OAuth sign-in has no API key: the payer is found by account, same rules and caps."""
+    from paysign.services.signing import by_account, sign_payment_for
+
+    deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
+    payer = by_account(account["account_id"])
+    signed = sign_payment_for(deps, payer, signature_body(), sandbox=False)
+    with pytest.raises(AllowPending):
+        sign_payment_for(
+            deps, payer, signature_body(seller_url="https://new.example.net/x"), sandbox=False
+        )
+    with pytest.raises(SpendCapExceeded):
+        sign_payment_for(deps, payer, signature_body(amount=str(2 * USDC)), sandbox=False)
+    signatures, refusals = ledger(runtime, account)
+    assert [(s.nonce, s.api_key_id) for s in signatures] == [(signed.nonce, None)]
+    assert [r.reason for r in refusals] == ["allow-pending", "spend-cap-exceeded"]
+    with pytest.raises(NotAuthenticated):
+        sign_payment_for(deps, by_account("no-such-account"), signature_body(), sandbox=False)

@@ -22,7 +22,7 @@ from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver  # oauth (issue 6 item 4)
-from paysign.oauth.connector import OAuthAwareConnector, OAuthResolver  # oauth (issue 6 item 4)
+from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes  # oauth (issue 6 item 4)
 from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
@@ -57,7 +57,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     # are accepted by the connector after API keys ---
     oauth_routes, oauth_service = create_oauth_routes(runtime)
     resolver = ChainedResolver(ApiKeyResolver(deps), OAuthResolver(oauth_service))
-    connector: Connector = OAuthAwareConnector(settings, deps, catalog, resolver=resolver)
+    connector = Connector(settings, deps, catalog, resolver=resolver)
     # --- end oauth ---
     resource_metadata = protected_resource_metadata(
         settings.resolved_mcp_url, settings.resolved_auth_url

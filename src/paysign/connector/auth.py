@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from paysign.api.signatures import call_store
 from paysign.errors import NotAuthenticated
-from paysign.services.signing import SigningDeps, authenticate
+from paysign.services.signing import HolderLoader, SigningDeps, authenticate, by_api_key
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -83,9 +83,8 @@ class Principal:
     account_id: int | str
     kind: str  # "api_key" or "oauth" (issue 6 item 4)
     client_id: str  # binds MCP sessions to the credential that opened them
-    #: What the signing use case authenticates with. For an API key it is the key itself; an
-    #: OAuth resolver will need a signing entry point that takes the account instead.
-    signing_credential: str
+    #: How the signing use case finds who pays: by the API key, or by the signed-in account.
+    payer: HolderLoader
 
 
 class CredentialResolver(Protocol):
@@ -103,7 +102,9 @@ class ApiKeyResolver:
             holder = await call_store(self._deps, authenticate, self._deps, token)
         except NotAuthenticated:
             return None
-        return Principal(holder.account_id, "api_key", f"api-key:{holder.key_id}", token)
+        return Principal(
+            holder.account_id, "api_key", f"api-key:{holder.key_id}", by_api_key(token)
+        )
 
 
 class ChainedResolver:

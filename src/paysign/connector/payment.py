@@ -26,7 +26,7 @@ from paysign.client.wire import (
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.errors import NotAuthenticated, PaysignError
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
-from paysign.services.signing import SigningDeps, sign_payment
+from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for
 
 USDC = Decimal(1_000_000)
 
@@ -154,7 +154,7 @@ def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
 async def pay(
     deps: SigningDeps,
     outbound: Outbound,
-    credential: str,
+    payer: HolderLoader,
     call: SellerCall,
     *,
     portal_url: str,
@@ -188,7 +188,7 @@ async def pay(
     request = {"sellerUrl": first.url, "paymentRequired": chosen.payment_required}
     try:
         signed = await call_store(
-            deps, sign_payment, deps, credential, request, sandbox=call.sandbox
+            deps, sign_payment_for, deps, payer, request, sandbox=call.sandbox
         )
     except NotAuthenticated:
         raise ToolFailure(

@@ -320,7 +320,7 @@ class Connector:
     async def _dispatch(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
-        credential = principal.signing_credential
+        payer = principal.payer
         if name == SEARCH_BAZAAR:
             query = arguments.get("query")
             if not isinstance(query, str) or not query.strip():
@@ -345,7 +345,7 @@ class Connector:
                 matched = snapshot.index.match(seller_location(call.url))
                 service_id = matched.listing_id if matched is not None else None
             call = dataclasses.replace(call, service_id=service_id)
-            return await pay(self.deps, self.outbound, credential, call, portal_url=self.portal_url)
+            return await pay(self.deps, self.outbound, payer, call, portal_url=self.portal_url)
         listing = next(
             (x for x in snapshot.listings if x.name == name and x.tier in TOOL_TIERS), None
         )
@@ -356,4 +356,4 @@ class Connector:
                 "List the tools again and use one of them.",
             )
         call = listing_call(listing, arguments)
-        return await pay(self.deps, self.outbound, credential, call, portal_url=self.portal_url)
+        return await pay(self.deps, self.outbound, payer, call, portal_url=self.portal_url)

@@ -1,24 +1,18 @@
 """The connector's side of OAuth: resolving an access token to the account it acts for.
 
-Paying needs a signing entry point that takes an already-authenticated account
-(``services.signing.sign_payment`` authenticates an API key itself). Until it exists, a tool
-call that would pay answers with a clear tool error; listing tools and ``search_bazaar`` work.
+The token is checked here (live, bound to ``{mcp_url}``); the signing use case then finds the
+payer by that account, so the source policy and the caps apply exactly as for an API key.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.concurrency import run_in_threadpool
 
 from paysign.connector.auth import Principal
-from paysign.connector.payment import ToolFailure
-from paysign.connector.server import Connector
-from paysign.connector.tools import SEARCH_BAZAAR
 from paysign.oauth.service import AuthorizationService
+from paysign.services.signing import by_account
 
 OAUTH = "oauth"
-PAYING_UNAVAILABLE = "paying with OAuth sign-in is not available yet"
 
 
 class OAuthResolver:
@@ -33,19 +27,6 @@ class OAuthResolver:
         found = await run_in_threadpool(self.service.resolve, token)
         if found is None:
             return None
-        # No signing credential: sign_payment only takes an API key (see the module doc).
-        return Principal(found.account_id, OAUTH, f"oauth:{found.client_id}", "")
-
-
-class OAuthAwareConnector(Connector):
-    async def _dispatch(
-        self, principal: Principal, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any]:
-        if principal.kind == OAUTH and name != SEARCH_BAZAAR:
-            raise ToolFailure(
-                "oauth-payments-unavailable",
-                f"{PAYING_UNAVAILABLE}: nothing was called and nothing was paid.",
-                "Ask the user to connect with a paysign API key (Authorization: Bearer "
-                "<API_KEY>) to pay, or use search_bazaar meanwhile.",
-            )
-        return await super()._dispatch(principal, name, arguments)
+        return Principal(
+            found.account_id, OAUTH, f"oauth:{found.client_id}", by_account(found.account_id)
+        )

@@ -121,16 +121,37 @@ def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
     return holder
 
 
+#: Finds who pays, inside the signing transaction: by API key, or by account (OAuth).
+HolderLoader = Callable[[SigningTransaction, int], repo.KeyHolder | None]
+
+
+def by_api_key(api_key: str) -> HolderLoader:
+    key_hash = hash_api_key(api_key)
+    return lambda tx, now: tx.key_holder(key_hash, now)
+
+
+def by_account(account_id: str) -> HolderLoader:
+    """For a credential already checked elsewhere (an OAuth access token)."""
+    return lambda tx, now: tx.account_holder(account_id)
+
+
 def sign_payment(
     deps: SigningDeps, api_key: str | None, body: object, *, sandbox: bool
 ) -> SignedPayment:
-    """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies.
-
-    Everything — the key lookup, the rules, the refusal or the reservation and the record —
-    happens in one transaction: one lock cycle, one commit, and a consistent view.
-    """
+    """Raises ``NotAuthenticated`` before anything else, then the first refusal that applies."""
     if api_key is None or not looks_like_api_key(api_key):
         raise NotAuthenticated("Unauthorized")
+    return sign_payment_for(deps, by_api_key(api_key), body, sandbox=sandbox)
+
+
+def sign_payment_for(
+    deps: SigningDeps, load_holder: HolderLoader, body: object, *, sandbox: bool
+) -> SignedPayment:
+    """Sign for the holder ``load_holder`` finds (``NotAuthenticated`` when none).
+
+    Everything — the holder lookup, the rules, the refusal or the reservation and the record —
+    happens in one transaction: one lock cycle, one commit, and a consistent view.
+    """
     try:
         request, seller = _validated(deps, body, sandbox)
         invalid: PaysignError | None = None
@@ -142,7 +163,7 @@ def sign_payment(
     tier = deps.tiers.tier_of(seller) if invalid is None else Tier.OPEN_ECOSYSTEM
     refusal: PaymentRefused | None = None
     with deps.store.transaction() as tx:
-        holder = tx.key_holder(hash_api_key(api_key), now)
+        holder = load_holder(tx, now)
         if holder is None:
             raise NotAuthenticated("Unauthorized")
         if invalid is not None:
@@ -192,7 +213,8 @@ def _sign_within_caps(
     attempt.signed = sign_terms(terms, signer, now=attempt.now, nonce=deps.new_nonce())
     tx.insert_signature(_signature_record(attempt, attempt.signed, decision))
     last_used = holder.last_used_at
-    if last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS:
+    stale = last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS
+    if holder.key_id is not None and stale:
         tx.touch_key(holder.key_id, attempt.now)
     return None, None
 
@@ -220,4 +242,13 @@ def _signature_record(
     )
 
 
-__all__ = ["PaymentRefused", "SigningDeps", "authenticate", "sign_payment"]
+__all__ = [
+    "HolderLoader",
+    "PaymentRefused",
+    "SigningDeps",
+    "authenticate",
+    "by_account",
+    "by_api_key",
+    "sign_payment",
+    "sign_payment_for",
+]

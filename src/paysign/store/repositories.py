@@ -24,9 +24,12 @@ class AccountRecord:
 
 @dataclass(frozen=True, slots=True)
 class KeyHolder:
-    """What an authenticated API key may act for: its account and that account's wallet."""
+    """What an authenticated credential may act for: its account and that account's wallet.
 
-    key_id: str
+    ``key_id`` is the API key's id, or ``None`` when the account signed in another way (OAuth).
+    """
+
+    key_id: str | None
     account_id: str
     wallet_id: str
     wallet_address: str

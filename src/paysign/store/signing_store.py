@@ -41,6 +41,17 @@ LEFT JOIN policies p ON p.account_id = k.account_id
 WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
 """
 
+# The same row for an account reached without an API key (an OAuth sign-in): no key columns.
+_ACCOUNT_HOLDER = """
+SELECT NULL, a.id, NULL, w.id, w.address, w.sealed_key,
+       p.approval, p.premium, p.standard, p.open_ecosystem,
+       p.cap_per_payment, p.cap_daily, p.cap_monthly
+FROM accounts a
+JOIN wallets w ON w.account_id = a.id
+LEFT JOIN policies p ON p.account_id = a.id
+WHERE a.id = :account_id
+"""
+
 _RESERVE = """
 INSERT INTO spend_windows (account_id, "window", start, spent)
 VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
@@ -109,6 +120,8 @@ class SigningTransaction(Protocol):
     """The statements of one signing request, all inside one database transaction."""
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
+
+    def account_holder(self, account_id: str) -> KeyHolder | None: ...
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]: ...
 
@@ -196,6 +209,10 @@ class _SqlTransaction:
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
         self._cur.execute(self._sql(_KEY_HOLDER), {"key_hash": key_hash, "now": now})
+        return _holder(self._cur.fetchone())
+
+    def account_holder(self, account_id: str) -> KeyHolder | None:
+        self._cur.execute(self._sql(_ACCOUNT_HOLDER), {"account_id": account_id})
         return _holder(self._cur.fetchone())
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
