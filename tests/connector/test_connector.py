@@ -37,9 +37,8 @@ def test_no_credential_gets_the_exact_challenge(world: World) -> None:
     r = httpx.post(world.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert r.status_code == 401
     assert r.json() == {"message": "Unauthorized"}
-    origin = world.service
     assert r.headers["www-authenticate"] == (
-        f'Bearer resource_metadata="{origin}/.well-known/oauth-protected-resource", '
+        f'Bearer resource_metadata="{world.mcp_url}/.well-known/oauth-protected-resource", '
         f'scope="{world.mcp_url}/access"'
     )
 
@@ -64,9 +63,9 @@ def test_protected_resource_metadata_at_every_address(world: World) -> None:
         "scopes_supported": [f"{world.mcp_url}/access"],
     }
     for path in (
-        "/.well-known/oauth-protected-resource",  # the address the challenge names
+        "/.well-known/oauth-protected-resource",  # at the host root (spec 5.2's note)
         "/.well-known/oauth-protected-resource/mcp",  # RFC 9728 path-inserted
-        "/mcp/.well-known/oauth-protected-resource",  # the spec template read literally
+        "/mcp/.well-known/oauth-protected-resource",  # the address the challenge names
     ):
         r = httpx.get(world.service + path)
         assert r.status_code == 200, path

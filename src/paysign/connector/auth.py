@@ -1,15 +1,16 @@
 """Who is calling the connector: the credential resolver seam, the 401 challenge and the
 protected-resource metadata (RFC 9728).
 
-Spec 5.2 step 1 gives the challenge as ``Bearer
-resource_metadata="{mcp_url}/.well-known/oauth-protected-resource", scope="{mcp_url}/access"`` and
-says the metadata address is "the connector's address with the path
-``/.well-known/oauth-protected-resource`` at its host root". So ``resource_metadata`` is the
-*origin* of ``{mcp_url}`` followed by that path, while ``scope`` is ``{mcp_url}/access``:
+Spec 5.2 step 1 (and issue 6, "exactly") gives the challenge as ``Bearer
+resource_metadata="{mcp_url}/.well-known/oauth-protected-resource", scope="{mcp_url}/access"``;
+the header is that template, filled in. The spec also says the metadata address is "the
+connector's address with the path ``/.well-known/oauth-protected-resource`` at its host root" —
+the same thing when ``{mcp_url}`` is a host root; with a path (the default ``/mcp``) the document
+is served at both places, and at the RFC 9728 location, so every reading finds it:
 
     >>> for part in challenge("http://127.0.0.1:8402/mcp").split(", "):
     ...     print(part)
-    Bearer resource_metadata="http://127.0.0.1:8402/.well-known/oauth-protected-resource"
+    Bearer resource_metadata="http://127.0.0.1:8402/mcp/.well-known/oauth-protected-resource"
     scope="http://127.0.0.1:8402/mcp/access"
     >>> for path in metadata_paths("https://connector.example.com/mcp"):
     ...     print(path)
@@ -17,8 +18,6 @@ says the metadata address is "the connector's address with the path
     /.well-known/oauth-protected-resource/mcp
     /mcp/.well-known/oauth-protected-resource
 
-The metadata is served at that host-root address, at the RFC 9728 path-inserted address, and
-(for clients that read the template literally) under ``{mcp_url}`` itself.
 
 Credentials: API keys (``ApiKeyResolver``) and, chained after them, OAuth access tokens from
 our authorization server (``paysign.oauth.connector.OAuthResolver``, wired in ``api/app.py``).
@@ -38,14 +37,9 @@ from paysign.services.signing import HolderLoader, SigningDeps, authenticate, by
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def metadata_url(mcp_url: str) -> str:
-    """The address the 401 challenge names (spec 5.2 step 1: at the host root)."""
-    return _origin(mcp_url) + WELL_KNOWN
+    """The address the 401 challenge names: the spec's template, ``{mcp_url}`` + the path."""
+    return mcp_url.rstrip("/") + WELL_KNOWN
 
 
 def scope_of(mcp_url: str) -> str:
