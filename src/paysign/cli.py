@@ -79,12 +79,7 @@ def serve(host: str | None, port: int | None) -> None:
 
     from paysign.api.app import create_app
 
-    overrides: dict[str, Any] = {}
-    if host is not None:
-        overrides["host"] = host
-    if port is not None:
-        overrides["port"] = port
-    settings = Settings(**overrides)
+    settings = Settings.listening_on(host, port)
     configure_logging(settings.log_level)
     # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
     # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.

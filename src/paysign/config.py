@@ -102,6 +102,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
 
+    @classmethod
+    def listening_on(cls, host: str | None, port: int | None) -> Settings:
+        """The environment's settings, with ``--host``/``--port`` when given."""
+        overrides: dict[str, object] = {}
+        if host is not None:
+            overrides["host"] = host
+        if port is not None:
+            overrides["port"] = port
+        return cls(**overrides)  # type: ignore[arg-type]
+
     @property
     def origin(self) -> str:
         return f"http://{self.host}:{self.port}"

@@ -277,12 +277,7 @@ def _run_beside(
 
 def run_demo(host: str | None, port: int | None) -> int:
     """``paysign demo``: start everything, wait for Ctrl-C (or SIGTERM), stop everything."""
-    overrides: dict[str, Any] = {}
-    if host is not None:
-        overrides["host"] = host
-    if port is not None:
-        overrides["port"] = port
-    settings = Settings(**overrides)
+    settings = Settings.listening_on(host, port)
     configure_logging(settings.log_level)
     stop = threading.Event()
 
