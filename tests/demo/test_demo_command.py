@@ -38,7 +38,10 @@ def _wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 def test_paysign_demo_runs_everything_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     data_dir = tmp_path / "var"
-    service_port, sellers_port, facilitator_port = free_port(), free_port(), free_port()
+    ports: set[int] = set()
+    while len(ports) < 3:  # three distinct ports (the OS may hand one out twice)
+        ports.add(free_port())
+    service_port, sellers_port, facilitator_port = sorted(ports)
     service = f"http://127.0.0.1:{service_port}"
     sellers = f"http://127.0.0.1:{sellers_port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
