@@ -41,3 +41,26 @@ def test_test_funds_need_a_valid_key(faucet_http) -> None:
     )
     assert refused.status_code == 401 and refused.json() == {"message": "Unauthorized"}
     assert faucet_http.post("/wallets/testnet/funds").status_code == 401
+
+
+def test_chain_down_is_a_503_problem_and_keeps_the_window(chained_runtime, account) -> None:
+    import dataclasses
+
+    from paysign.chain.testnet import SandboxChain
+
+    dead = SandboxChain(
+        "http://127.0.0.1:9",
+        usdc=chained_runtime.sandbox_chain.usdc,
+        treasury_key=bytes(31) + b"\x01",
+        timeout=1,
+    )
+    headers = {"Authorization": f"Bearer {account['api_key']}"}
+    down = dataclasses.replace(chained_runtime, sandbox_chain=dead)
+    with LiveServer(create_app(down)) as server:
+        refused = httpx.post(f"{server.url}/wallets/testnet/funds", headers=headers, timeout=30)
+    assert refused.status_code == 503
+    assert refused.json()["type"].endswith("/sandbox-chain-unavailable")
+    with LiveServer(create_app(chained_runtime)) as server:
+        granted = httpx.post(f"{server.url}/wallets/testnet/funds", headers=headers, timeout=30)
+    assert granted.status_code == 200, granted.text
+    dead.close()
