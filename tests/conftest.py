@@ -110,8 +110,8 @@ def free_port() -> int:
 class LiveServer:
     """The ASGI app served by uvicorn in a thread: real sockets, real HTTP."""
 
-    def __init__(self, app: object) -> None:
-        self.port = free_port()
+    def __init__(self, app: object, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             app,

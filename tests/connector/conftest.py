@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +14,6 @@ from urllib.parse import urlsplit
 
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
@@ -24,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from conftest import free_port
+from conftest import LiveServer, free_port
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.devchain import find_anvil, sandbox_chain
 from paysign.chain.testnet import SandboxChain
@@ -34,36 +31,7 @@ from paysign.demo.terms import DemoSettings
 from paysign.services import accounts, keys, policy
 from paysign.services.catalog import seed_demo_catalog
 
-
-class Served:
-    """An ASGI app on 127.0.0.1:port, uvicorn in a thread (lifespan off, as `paysign serve`)."""
-
-    def __init__(self, app: Any, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=self.port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+Served = LiveServer  # a real uvicorn on 127.0.0.1, optionally on a chosen port
 
 
 # ---- a fake Bazaar index (reference §4.4): search + browse, in the drifting shapes ----

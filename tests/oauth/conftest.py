@@ -27,14 +27,6 @@ PASSWORD = "correct horse battery"
 REDIRECT = "https://client.example/oauth/callback"
 
 
-class PortServer(LiveServer):
-    def __init__(self, app: object, port: int) -> None:
-        super().__init__(app)
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.server.config.port = port
-
-
 @dataclass
 class Service:
     url: str
@@ -68,7 +60,7 @@ def service(runtime: Runtime, clock: FrozenClock) -> Iterator[Service]:
     runtime = dataclasses.replace(
         runtime, settings=runtime.settings.model_copy(update={"port": port})
     )
-    with PortServer(create_app(runtime), port) as server:
+    with LiveServer(create_app(runtime), port) as server:
         yield Service(server.url, runtime, clock)
 
 
