@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     oauth_max_failures_per_address: int = 20
     oauth_failure_window_seconds: int = 900
     # --- end oauth ---
+    # --- portal (issue 7): the web portal at {base_url}/portal ---
+    #: A session ends after this long without a request (idle) and this long after sign-in
+    #: (absolute). Failed sign-ins share the oauth_* limits above: one budget per account.
+    portal_session_idle_seconds: int = Field(default=30 * 60, ge=60)
+    portal_session_absolute_seconds: int = Field(default=12 * 3600, ge=300)
+    # --- end portal ---
 
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"

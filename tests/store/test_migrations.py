@@ -21,4 +21,4 @@ def test_migrating_twice_changes_nothing(db: Database) -> None:
     migrate(db)  # the fixture already migrated once
     with db.read() as conn:
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
-    assert version == "0005"
+    assert version == "0006"

@@ -24,6 +24,7 @@ from paysign.connector import Connector, metadata_paths, protected_resource_meta
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver  # oauth (issue 6 item 4)
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes  # oauth (issue 6 item 4)
+from paysign.portal import create_portal  # portal (issue 7)
 from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
@@ -78,6 +79,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     routes = [
         *connector_routes,
         *oauth_routes,  # oauth (issue 6 item 4)
+        *create_portal(runtime),  # portal (issue 7): the web portal at /portal
         Route(
             "/wallets/signatures",
             SignatureEndpoint(deps, problem_base, settings.max_body_bytes),

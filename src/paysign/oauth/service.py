@@ -18,26 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import pyotp
-
 from paysign.clock import Clock
 from paysign.config import Settings
-from paysign.custody import KeyVault, SealedSecret
-from paysign.errors import InvalidAccountInput
-from paysign.services.accounts import normalise_email, totp_context, verify_password
+from paysign.custody import KeyVault
+from paysign.services import sign_in as credentials  # shared with the portal (issue 7)
+from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
 from paysign.store import oauth_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
-TOTP_STEP = 30
-SIGN_IN_FAILED = (
-    "The email, password or authenticator code is not correct. "
-    "Each authenticator code works once: if you just used it, wait for the next one."
-)
-RATE_LIMITED = (
-    "Too many failed sign-ins. Wait {minutes} minutes, then try again. "
-    "Nothing about your account was changed."
-)
+TOTP_STEP = credentials.TOTP_STEP
+SIGN_IN_FAILED = credentials.SIGN_IN_FAILED
+RATE_LIMITED = credentials.RATE_LIMITED
 LOOPBACK_REFUSED = (
     "paysign's OAuth sign-in only sends its result to an https:// address. Clients on your own "
     "machine that expect a localhost or loopback address must use an API key instead: create "
@@ -172,8 +164,14 @@ class AuthorizationService:
         self.vault = vault
         self.clock = clock
         self.config = config
-        # Verified against when the email is unknown, so both cases cost one argon2 check.
-        self._decoy = repo.AccountRecord("", "", _decoy_hash(), b"", 0)
+        self.credentials = CredentialCheck(
+            db,
+            vault,
+            clock,
+            SignInLimits(
+                config.max_failures_account, config.max_failures_address, config.failure_window
+            ),
+        )
 
     # ---- clients (RFC 7591) ----
 
@@ -240,60 +238,16 @@ class AuthorizationService:
         pending = self.pending(txn)
         if not hmac.compare_digest(pending.csrf, csrf):
             raise RequestExpired("This form has expired. Reload the page and try again.")
-        now = self.clock.now()
-        window = self.config.failure_window
-        try:
-            email_key = "email:" + digest(normalise_email(email))[:40]
-        except InvalidAccountInput:
-            email_key = "email:" + digest(email.strip().lower())[:40]
-        address_key = "address:" + address[:90]
-        with self.db.read() as conn:
-            over = (
-                oauth_repo.failures(conn, email_key, now, window)
-                >= self.config.max_failures_account
-                or oauth_repo.failures(conn, address_key, now, window)
-                >= self.config.max_failures_address
-            )
-            account = repo.find_account_by_email(conn, _normalised(email))
-        if over:
-            raise SignInFailed(RATE_LIMITED.format(minutes=max(1, window // 60)))
-        step = self._check_credentials(account, password, code, now)
-        with self.db.write() as conn:
-            accepted = (
-                account is not None
-                and step is not None
-                and oauth_repo.accept_totp_step(conn, account.id, step)
-            )
-            if not accepted:
-                oauth_repo.record_failure(conn, email_key, now, window)
-                oauth_repo.record_failure(conn, address_key, now, window)
-            else:
-                assert account is not None
-                oauth_repo.clear_failures(conn, email_key)
-                # A new CSRF token for the consent form (a fresh secret after authentication).
-                oauth_repo.sign_in_request(conn, digest(txn), account.id, secrets.token_urlsafe(24))
-        if not accepted:
-            raise SignInFailed(SIGN_IN_FAILED)
+        new_csrf = secrets.token_urlsafe(24)
 
-    def _check_credentials(
-        self, account: repo.AccountRecord | None, password: str, code: str, now: int
-    ) -> int | None:
-        """The TOTP step the code matched (±1 step), or ``None``."""
-        password_ok = verify_password(account or self._decoy, password)
-        if account is None or not password_ok:
-            return None
-        code = code.strip().replace(" ", "")
-        if not (code.isdigit() and len(code) == 6):
-            return None
-        secret = self.vault.open(
-            totp_context(account.id), SealedSecret.from_bytes(account.sealed_totp_secret)
-        ).decode()
-        totp = pyotp.TOTP(secret, interval=TOTP_STEP)
-        current = now // TOTP_STEP
-        for step in (current, current - 1, current + 1):
-            if hmac.compare_digest(totp.at(step * TOTP_STEP), code):
-                return step
-        return None
+        def signed_in(conn: Any, account: repo.AccountRecord) -> None:
+            # A new CSRF token for the consent form (a fresh secret after authentication).
+            oauth_repo.sign_in_request(conn, digest(txn), account.id, new_csrf)
+
+        try:
+            self.credentials.sign_in(email, password, code, address, on_success=signed_in)
+        except CredentialsRefused as refused:
+            raise SignInFailed(refused.message) from None
 
     def decide(self, txn: str, csrf: str, *, approve: bool) -> tuple[PendingRequest, str | None]:
         """Consume the signed-in request. Approve: returns it with a new authorization code;
@@ -441,16 +395,3 @@ class AuthorizationService:
 def _family_of(code_hash: str) -> str:
     """Every token issued from one code shares a family named after the code."""
     return str(uuid.UUID(code_hash[:32]))
-
-
-def _normalised(email: str) -> str:
-    try:
-        return normalise_email(email)
-    except InvalidAccountInput:
-        return ""
-
-
-def _decoy_hash() -> str:
-    from argon2 import PasswordHasher
-
-    return PasswordHasher().hash(secrets.token_urlsafe(16))

@@ -279,3 +279,22 @@ oauth_sign_in_failures = sa.Table(
     sa.Column("failures", sa.Integer, nullable=False),
 )
 # --- end oauth ---
+
+# --- portal (issue 7): the web portal's sessions -------------------------------------------
+
+# A browser session. ``id_hash`` is the SHA-256 of the random id in the cookie; ``account_id``
+# is ``None`` before sign-in (the session then only carries the CSRF token of the sign-in and
+# sign-up forms). Sign-in replaces the session with a new one (a new id).
+portal_sessions = sa.Table(
+    "portal_sessions",
+    metadata,
+    sa.Column("id_hash", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=True),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("last_seen_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),  # the absolute timeout
+)
+sa.Index("ix_portal_sessions_account_id", portal_sessions.c.account_id)
+sa.Index("ix_portal_sessions_expires_at", portal_sessions.c.expires_at)
+# --- end portal ---

@@ -1,0 +1,192 @@
+"""The shared credential check: email + password + a one-time authenticator code.
+
+Used by the OAuth sign-in pages and the web portal, so both get the same guarantees:
+
+- a code (one TOTP step, ±1 step of clock drift) is accepted once per account;
+- failures are counted per account (email) and per client address in a fixed window, and the
+  check is refused once either limit is reached;
+- an unknown email costs the same argon2 check as a wrong password (a decoy hash), and every
+  failure gets the same message (no user enumeration).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyotp
+from sqlalchemy.engine import Connection
+
+from paysign.clock import Clock
+from paysign.custody import KeyVault, SealedSecret
+from paysign.errors import InvalidAccountInput
+from paysign.services.accounts import normalise_email, totp_context, verify_password
+from paysign.store import oauth_repo, portal_repo
+from paysign.store import repositories as repo
+from paysign.store.database import Database
+
+TOTP_STEP = 30
+SIGN_IN_FAILED = (
+    "The email, password or authenticator code is not correct. "
+    "Each authenticator code works once: if you just used it, wait for the next one."
+)
+RATE_LIMITED = (
+    "Too many failed sign-ins. Wait {minutes} minutes, then try again. "
+    "Nothing about your account was changed."
+)
+CODE_FAILED = (
+    "The authenticator code is not correct. "
+    "Each code works once: if you just used it, wait for the next one."
+)
+STEP_UP_FAILED = (
+    "The current password or the authenticator code is not correct. "
+    "Each code works once: if you just used it, wait for the next one."
+)
+CODE_RATE_LIMITED = (
+    "Too many wrong authenticator codes. Wait {minutes} minutes, then try again. "
+    "Nothing was changed."
+)
+
+
+class CredentialsRefused(Exception):
+    """The check failed; ``message`` is safe to show (it never says which part was wrong)."""
+
+    def __init__(self, message: str, *, rate_limited: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.rate_limited = rate_limited
+
+
+@dataclass(frozen=True, slots=True)
+class SignInLimits:
+    max_failures_account: int
+    max_failures_address: int
+    failure_window: int
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _normalised(email: str) -> str:
+    try:
+        return normalise_email(email)
+    except InvalidAccountInput:
+        return ""
+
+
+def _decoy_hash() -> str:
+    from argon2 import PasswordHasher
+
+    return PasswordHasher().hash(secrets.token_urlsafe(16))
+
+
+def email_key(email: str) -> str:
+    try:
+        normal = normalise_email(email)
+    except InvalidAccountInput:
+        normal = email.strip().lower()
+    return "email:" + _digest(normal)[:40]
+
+
+class CredentialCheck:
+    def __init__(self, db: Database, vault: KeyVault, clock: Clock, limits: SignInLimits) -> None:
+        self.db = db
+        self.vault = vault
+        self.clock = clock
+        self.limits = limits
+        # Verified against when the email is unknown, so both cases cost one argon2 check.
+        self._decoy = repo.AccountRecord("", "", _decoy_hash(), b"", 0)
+
+    def _minutes(self) -> int:
+        return max(1, self.limits.failure_window // 60)
+
+    def sign_in(
+        self,
+        email: str,
+        password: str,
+        code: str,
+        address: str,
+        on_success: Callable[[Connection, repo.AccountRecord], None] | None = None,
+    ) -> repo.AccountRecord:
+        """The account, if the password and a fresh code are right; ``on_success`` runs in the
+        transaction that accepts the code. Raises :class:`CredentialsRefused` otherwise."""
+        now = self.clock.now()
+        window = self.limits.failure_window
+        by_email = email_key(email)
+        by_address = "address:" + address[:90]
+        with self.db.read() as conn:
+            over = (
+                oauth_repo.failures(conn, by_email, now, window) >= self.limits.max_failures_account
+                or oauth_repo.failures(conn, by_address, now, window)
+                >= self.limits.max_failures_address
+            )
+            account = repo.find_account_by_email(conn, _normalised(email))
+        if over:
+            message = RATE_LIMITED.format(minutes=self._minutes())
+            raise CredentialsRefused(message, rate_limited=True)
+        password_ok = verify_password(account or self._decoy, password)
+        step = self.totp_step(account, code) if account is not None and password_ok else None
+        with self.db.write() as conn:
+            accepted = (
+                account is not None
+                and step is not None
+                and oauth_repo.accept_totp_step(conn, account.id, step)
+            )
+            if not accepted:
+                oauth_repo.record_failure(conn, by_email, now, window)
+                oauth_repo.record_failure(conn, by_address, now, window)
+            else:
+                assert account is not None
+                oauth_repo.clear_failures(conn, by_email)
+                if on_success is not None:
+                    on_success(conn, account)
+        if not accepted:
+            raise CredentialsRefused(SIGN_IN_FAILED)
+        assert account is not None
+        return account
+
+    def fresh_code(self, account_id: str, code: str, *, password: str | None = None) -> None:
+        """Step-up: a fresh, unused authenticator code of a signed-in account (and its
+        password, when given). Failures are counted per account. Raises
+        :class:`CredentialsRefused`."""
+        now = self.clock.now()
+        window = self.limits.failure_window
+        key = "step-up:" + account_id
+        with self.db.read() as conn:
+            over = oauth_repo.failures(conn, key, now, window) >= self.limits.max_failures_account
+            account = portal_repo.find_account(conn, account_id)
+        if over:
+            raise CredentialsRefused(
+                CODE_RATE_LIMITED.format(minutes=self._minutes()), rate_limited=True
+            )
+        password_ok = account is not None and (
+            password is None or verify_password(account, password)
+        )
+        step = self.totp_step(account, code) if account is not None and password_ok else None
+        with self.db.write() as conn:
+            accepted = step is not None and oauth_repo.accept_totp_step(conn, account_id, step)
+            if accepted:
+                oauth_repo.clear_failures(conn, key)
+            else:
+                oauth_repo.record_failure(conn, key, now, window)
+        if not accepted:
+            raise CredentialsRefused(CODE_FAILED if password is None else STEP_UP_FAILED)
+
+    def totp_step(self, account: repo.AccountRecord, code: str) -> int | None:
+        """The TOTP step the code matches (the current one ±1), or ``None``."""
+        code = code.strip().replace(" ", "")
+        if not (code.isdigit() and len(code) == 6):
+            return None
+        secret = self.vault.open(
+            totp_context(account.id), SealedSecret.from_bytes(account.sealed_totp_secret)
+        ).decode()
+        totp = pyotp.TOTP(secret, interval=TOTP_STEP)
+        current = self.clock.now() // TOTP_STEP
+        for step in (current, current - 1, current + 1):
+            if hmac.compare_digest(totp.at(step * TOTP_STEP), code):
+                return step
+        return None
