@@ -191,9 +191,21 @@ def test_key_step_up_signature_and_approval(
     approvals = browser.get("/portal/approvals")
     host_path = seller.removeprefix("https://")
     assert host_path in approvals.text
-    decided = browser.post(
+    # Approving loosens the policy: without a fresh code nothing changes.
+    no_code = browser.post(
         "/portal/approvals",
         data={"csrf": csrf_of(approvals), "seller": host_path, "decision": "allow"},
+    )
+    assert no_code.status_code == 401 and host_path in no_code.text
+    clock.advance(30)
+    decided = browser.post(
+        "/portal/approvals",
+        data={
+            "csrf": csrf_of(approvals),
+            "seller": host_path,
+            "decision": "allow",
+            "totp": code(holder.totp_secret, clock),
+        },
     )
     assert decided.status_code == 200 and 'id="no-pending"' in decided.text
     paid = browser.post("/wallets/signatures", json=signature_body(seller_url=seller), headers=auth)

@@ -465,9 +465,13 @@ class Portal:
                 session.account_id,
                 seller,
                 "allow" if decision == "allow" else "deny",
+                form.get("totp", ""),
             )
         except InvalidPolicy as problem:
             return await self._approvals_page(session, status=400, error=problem.detail)
+        except CredentialsRefused as refused:
+            status = 429 if refused.rate_limited else 401
+            return await self._approvals_page(session, status=status, error=refused.message)
         done = "approved (allow list)" if decision == "allow" else "denied (deny list)"
         return await self._approvals_page(session, notice=f"{seller}: {done}.")
 

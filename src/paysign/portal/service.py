@@ -16,9 +16,10 @@ from argon2 import PasswordHasher
 
 from paysign.bootstrap import Runtime
 from paysign.custody import SealedSecret, SecretUnreadable
-from paysign.errors import AccountNotFound, InvalidAccountInput, InvalidKeyExpiry
+from paysign.errors import AccountNotFound, InvalidAccountInput, InvalidKeyExpiry, InvalidPolicy
 from paysign.policy.caps import day_window, month_window
 from paysign.policy.document import parse_policy_document
+from paysign.policy.rules import parse_rule
 from paysign.portal.sessions import Session, Sessions, digest
 from paysign.services import accounts, activity, keys, policy
 from paysign.services.accounts import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
@@ -224,11 +225,22 @@ class PortalService:
         keys.revoke_key(self.db, self.clock, email=self.email_of(account_id))
 
     def decide(
-        self, account_id: str, seller: str, kind: Literal["allow", "deny"]
+        self, account_id: str, seller: str, kind: Literal["allow", "deny"], code: str = ""
     ) -> dict[str, Any]:
-        return policy.decide_seller(
-            self.db, self.clock, email=self.email_of(account_id), seller=seller, kind=kind
-        )
+        """Approve (allow list: it loosens the policy, so a fresh authenticator code first) or
+        deny (tightens: no code). Raises ``InvalidPolicy`` or ``CredentialsRefused``."""
+        email = self.email_of(account_id)
+        if kind == "allow":
+            parse_rule_or_refuse(seller)  # checked before a code is spent
+            self.credentials.fresh_code(account_id, code)
+        return policy.decide_seller(self.db, self.clock, email=email, seller=seller, kind=kind)
+
+
+def parse_rule_or_refuse(seller: str) -> None:
+    try:
+        parse_rule(seller)
+    except ValueError as exc:
+        raise InvalidPolicy("/seller", str(exc)) from None
 
 
 # ---- the policy page ----
