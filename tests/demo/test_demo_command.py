@@ -61,7 +61,11 @@ def test_paysign_demo_runs_everything_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         )
     try:
         _wait_until_up(f"{sellers}/", proc, log)
-        assert "paysign demo is running" in log.read_text()
+        # The banner follows the last server's start by a moment: wait for it, don't race it.
+        deadline = time.monotonic() + 15
+        while "paysign demo is running" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.05)
 
         # The service, with the demo catalog pointing at the sellers.
         assert httpx.get(f"{service}/healthz").status_code == 200
