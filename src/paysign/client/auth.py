@@ -440,6 +440,17 @@ class AsyncPaidRetryTransport(httpx.AsyncBaseTransport):
 # ---- ready-made clients ----------------------------------------------------------------------
 
 
+def _signer_and_auth(
+    api_key: str | None,
+    paysign_url: str | None,
+    signer: PaysignSigner | None,
+    **auth_options: Any,
+) -> tuple[PaysignSigner, PaysignAuth, bool]:
+    """The signer (ours to close when we made it) and the auth flow both clients install."""
+    made = signer or PaysignSigner(api_key, paysign_url)
+    return made, PaysignAuth(made, **auth_options), signer is None
+
+
 class PaysignClient(httpx.Client):
     """An ``httpx.Client`` that pays x402 sellers through paysign, with rule 6's retries.
 
@@ -462,10 +473,10 @@ class PaysignClient(httpx.Client):
         transport: httpx.BaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
-        self._owns_signer = signer is None
-        self.signer = signer or PaysignSigner(api_key, paysign_url)
-        self.paysign_auth = PaysignAuth(
-            self.signer,
+        self.signer, self.paysign_auth, self._owns_signer = _signer_and_auth(
+            api_key,
+            paysign_url,
+            signer,
             sandbox=sandbox,
             network=network,
             max_amount=max_amount,
@@ -498,10 +509,10 @@ class AsyncPaysignClient(httpx.AsyncClient):
         transport: httpx.AsyncBaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
-        self._owns_signer = signer is None
-        self.signer = signer or PaysignSigner(api_key, paysign_url)
-        self.paysign_auth = PaysignAuth(
-            self.signer,
+        self.signer, self.paysign_auth, self._owns_signer = _signer_and_auth(
+            api_key,
+            paysign_url,
+            signer,
             sandbox=sandbox,
             network=network,
             max_amount=max_amount,
