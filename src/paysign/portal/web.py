@@ -1,0 +1,196 @@
+"""What every portal page shares: templates, the session cookie, the CSRF check, amounts in
+USDC, and the guard that keeps API keys and tokens out.
+
+Every page needs a session cookie; every form carries the session's CSRF token, and a POST
+without the right one changes nothing. A request carrying an ``Authorization`` header (an API
+key, an OAuth token) is refused outright: the portal is for the account holder's browser only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from paysign.bootstrap import Runtime
+from paysign.policy.caps import USDC, iso
+from paysign.portal.service import PolicyEdits, PortalService
+from paysign.portal.sessions import Session
+
+PREFIX = "/portal"
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+}
+MAX_FORM_BYTES = 16 * 1024  # the largest form (a rule) is a few kilobytes
+Endpoint = Callable[[Request], Awaitable[Response]]
+FORM_EXPIRED = "This form has expired or was not sent from this page. Reload it and try again."
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cookie_policy(base_url: str) -> tuple[str, bool]:
+    """The session cookie's name and whether it is ``Secure``: ``__Host-`` and Secure unless the
+    portal is served over plain http on a loopback address (where browsers drop Secure cookies).
+
+    >>> cookie_policy("https://paysign.example")
+    ('__Host-paysign_session', True)
+    >>> cookie_policy("http://127.0.0.1:8402")
+    ('paysign_session', False)
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme == "http" and _is_loopback(parts.hostname or ""):
+        return "paysign_session", False
+    return "__Host-paysign_session", True
+
+
+def usdc_text(base_units: int | None) -> str:
+    """Base units as USDC for a form field; ``None`` (no cap) as empty.
+
+    >>> usdc_text(1_500_000), usdc_text(10_000_000), usdc_text(1), usdc_text(None)
+    ('1.5', '10', '0.000001', '')
+    """
+    if base_units is None:
+        return ""
+    text = f"{Decimal(base_units) / USDC:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def parse_usdc(text: str) -> int | None:
+    """A USDC amount typed in a form as base units; empty means no cap.
+
+    >>> parse_usdc("1.5"), parse_usdc(" 10 "), parse_usdc("")
+    (1500000, 10000000, None)
+    >>> parse_usdc("0.0000001")
+    Traceback (most recent call last):
+    ValueError: '0.0000001' is not a USDC amount (at most 6 decimals)
+    """
+    text = text.strip().replace(",", "")
+    if not text:
+        return None
+    try:
+        amount = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a USDC amount") from None
+    units = amount * USDC
+    if not amount.is_finite() or amount < 0 or units != units.to_integral_value():
+        raise ValueError(f"{text!r} is not a USDC amount (at most 6 decimals)")
+    if units >= 2**63:
+        raise ValueError(f"{text!r} is too large")
+    return int(units)
+
+
+def _templates() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(Path(__file__).with_name("templates")),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        auto_reload=False,
+    )
+    env.filters["usdc"] = usdc_text
+    env.filters["iso"] = lambda value: iso(int(value)) if value is not None else ""
+    return env
+
+
+class Portal:
+    """What every page shares: the service, templates, the session cookie and its CSRF check."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.service = PortalService(runtime)
+        self.policy = PolicyEdits(self.service)
+        self.cookie_name, self.secure = cookie_policy(runtime.settings.resolved_base_url)
+        self.env = _templates()
+
+    def render(
+        self,
+        template: str,
+        session: Session | None,
+        *,
+        status: int = 200,
+        **context: Any,
+    ) -> HTMLResponse:
+        html = self.env.get_template(template).render(
+            base=PREFIX,
+            csrf=session.csrf if session else "",
+            signed_in=bool(session and session.account_id),
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status, headers=HEADERS)
+        if session is not None:
+            self.set_cookie(response, session)
+        return response
+
+    def set_cookie(self, response: Response, session: Session) -> None:
+        response.set_cookie(
+            self.cookie_name,
+            session.id,
+            path="/",
+            secure=self.secure,
+            httponly=True,
+            samesite="lax",
+        )
+
+    def refused(self, message: str, status: int) -> HTMLResponse:
+        return self.render("message.html", None, status=status, title="Refused", error=message)
+
+    async def session_of(self, request: Request) -> Session | None:
+        return await run_in_threadpool(
+            self.service.sessions.load, request.cookies.get(self.cookie_name)
+        )
+
+    async def form_session(self, request: Request) -> tuple[Session | None, dict[str, str]]:
+        """The session of a POST whose CSRF token matches, with its form; ``None`` otherwise."""
+        form = await request.form()
+        fields = {key: str(value) for key, value in form.items() if isinstance(value, str)}
+        session = await self.session_of(request)
+        if session is None or not session.csrf_ok(fields.get("csrf", "")):
+            return None, fields
+        return session, fields
+
+    def to_sign_in(self) -> Response:
+        return RedirectResponse(f"{PREFIX}/sign-in", status_code=303, headers=HEADERS)
+
+
+def no_bearer(endpoint: Endpoint) -> Endpoint:
+    """Refuse any portal request that carries an ``Authorization`` header: an API key (or any
+    token) never reaches a portal page or action, whatever cookie comes with it."""
+
+    async def guarded(request: Request) -> Response:
+        if "authorization" in request.headers:
+            return HTMLResponse(
+                "<!doctype html><title>Refused · paysign</title><p>The portal is for your "
+                "browser session; API keys and tokens are not accepted here.</p>",
+                status_code=403,
+                headers=HEADERS,
+            )
+        # A form always comes with its length (browsers send one): no unbounded chunked body.
+        bodiless = "0" if request.method in ("GET", "HEAD") else ""
+        length = request.headers.get("content-length", bodiless)
+        if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+            return HTMLResponse(
+                "<!doctype html><title>Refused · paysign</title><p>This form is too large.</p>",
+                status_code=413,
+                headers=HEADERS,
+            )
+        return await endpoint(request)
+
+    return guarded
