@@ -1,4 +1,4 @@
-"""The overview (dashboard) and the activity list."""
+"""The overview (dashboard): balance, spend against caps, recent payments, approvals."""
 
 from __future__ import annotations
 
@@ -25,10 +25,3 @@ class DashboardPages:
         return self.portal.render(
             "home.html", session, title="Overview", overview=overview, active=active
         )
-
-    async def activity(self, request: Request) -> Response:
-        session = await self.portal.session_of(request)
-        if session is None or session.account_id is None:
-            return self.portal.to_sign_in()
-        entries = await run_in_threadpool(self.portal.service.activity, session.account_id)
-        return self.portal.render("activity.html", session, title="Activity", entries=entries)

@@ -8,6 +8,7 @@ from starlette.routing import BaseRoute, Route
 
 from paysign.bootstrap import Runtime
 from paysign.portal.account_pages import AccountPages
+from paysign.portal.activity_pages import ActivityPages
 from paysign.portal.approval_pages import ApprovalPages
 from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
@@ -20,12 +21,13 @@ def create_portal(runtime: Runtime) -> list[BaseRoute]:
     portal = Portal(runtime)
     account = AccountPages(portal)
     dashboard = DashboardPages(portal)
+    activity = ActivityPages(portal)
     keys = KeyPages(portal)
     approvals = ApprovalPages(portal)
     policy = PolicyPages(portal)
     pages: list[tuple[str, Endpoint, list[str]]] = [
         ("/", dashboard.home, ["GET"]),
-        ("/activity", dashboard.activity, ["GET"]),
+        ("/activity", activity.activity, ["GET"]),
         ("/sign-in", account.sign_in, ["GET", "POST"]),
         ("/sign-up", account.sign_up, ["GET", "POST"]),
         ("/sign-out", account.sign_out, ["POST"]),
