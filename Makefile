@@ -30,7 +30,16 @@ $(STAMP): pyproject.toml requirements.lock requirements-build.lock
 serve: install
 	$(BIN)/paysign serve
 
-test: install lint typecheck contracts-check
+# Headless Chromium for the portal's browser tests: Debian's package, driven by Playwright via
+# executable_path (no browser download). The file itself is the target, so this is a no-op once
+# installed; the package index is refreshed only if the first attempt fails.
+CHROMIUM := /usr/bin/chromium
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
+
+$(CHROMIUM):
+	$(APT_INSTALL) chromium || (apt-get update && $(APT_INSTALL) chromium)
+
+test: install lint typecheck contracts-check $(CHROMIUM)
 	@bash scripts/ensure-postgres
 	$(BIN)/pytest $(PYTEST_ARGS)
 

@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     #: (absolute). Failed sign-ins share the oauth_* limits above: one budget per account.
     portal_session_idle_seconds: int = Field(default=30 * 60, ge=60)
     portal_session_absolute_seconds: int = Field(default=12 * 3600, ge=300)
+    #: Accounts that one client address may ask for in one oauth_failure_window_seconds.
+    portal_max_sign_ups_per_address: int = Field(default=10, ge=1)
     # --- end portal ---
 
     max_body_bytes: int = 64 * 1024

@@ -14,6 +14,7 @@ import pytest
 from conftest import FrozenClock, LiveServer
 from paysign.bootstrap import Runtime
 from paysign.services import accounts
+from portal.browser_support import chromium  # noqa: F401  (a fixture for every browser test)
 
 PASSWORD = "correct horse battery staple"
 COOKIE = "paysign_session"

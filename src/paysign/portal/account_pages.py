@@ -14,6 +14,12 @@ from paysign.portal.web import FORM_EXPIRED, HEADERS, PREFIX, Portal
 from paysign.services.accounts import MIN_PASSWORD_LENGTH
 from paysign.services.sign_in import CredentialsRefused
 
+# Every use of this answer counts as a failed sign-in of the client's address, so looking up
+# accounts through this form is as rate-limited as through the sign-in form.
+EMAIL_UNAVAILABLE = (
+    "This email address cannot be used for a new account. If you already have one, sign in."
+)
+
 
 class AccountPages:
     """Pages about the account holder themself, not the wallet."""
@@ -78,17 +84,27 @@ class AccountPages:
                 error=FORM_EXPIRED,
                 min_password=MIN_PASSWORD_LENGTH,
             )
+        address = request.client.host if request.client else "unknown"
         try:
             created, uri = await run_in_threadpool(
-                self.portal.service.sign_up, form.get("email", ""), form.get("password", "")
+                self.portal.service.sign_up,
+                form.get("email", ""),
+                form.get("password", ""),
+                address,
             )
-        except (InvalidAccountInput, AccountAlreadyExists) as problem:
+        except (InvalidAccountInput, AccountAlreadyExists, CredentialsRefused) as problem:
+            if isinstance(problem, CredentialsRefused):
+                status, error = 429 if problem.rate_limited else 400, problem.message
+            elif isinstance(problem, AccountAlreadyExists):
+                status, error = 400, EMAIL_UNAVAILABLE
+            else:
+                status, error = 400, problem.detail
             return self.portal.render(
                 "sign_up.html",
                 session,
-                status=400,
+                status=status,
                 title=title,
-                error=problem.detail,
+                error=error,
                 email=form.get("email", "")[:320],
                 min_password=MIN_PASSWORD_LENGTH,
             )
@@ -121,15 +137,22 @@ class AccountPages:
         session = await self.portal.session_of(request)
         if session is None or session.account_id is None:
             return self.portal.to_sign_in()
-        return self._settings_page(session)
+        return await self._settings_page(session)
 
-    def _settings_page(self, session: Session, *, status: int = 200, **context: Any) -> Response:
+    async def _settings_page(
+        self, session: Session, *, status: int = 200, **context: Any
+    ) -> Response:
+        assert session.account_id is not None
+        assistants = await run_in_threadpool(
+            self.portal.service.connected_assistants, session.account_id
+        )
         return self.portal.render(
             "settings.html",
             session,
             status=status,
             title="Settings",
             min_password=MIN_PASSWORD_LENGTH,
+            assistants=assistants,
             **context,
         )
 
@@ -146,13 +169,11 @@ class AccountPages:
                 form.get("totp", ""),
             )
         except InvalidAccountInput as problem:
-            return self._settings_page(session, status=400, error=problem.detail)
+            return await self._settings_page(session, status=400, error=problem.detail)
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
-            return self._settings_page(session, status=status, error=refused.message)
-        return self._settings_page(
-            session, notice=f"Password changed. {ended} other session(s) signed out."
-        )
+            return await self._settings_page(session, status=status, error=refused.message)
+        return await self._settings_page(session, notice=f"Password changed. {ended}")
 
     async def reset_authenticator(self, request: Request) -> Response:
         session, form = await self.portal.form_session(request)
@@ -167,7 +188,7 @@ class AccountPages:
             )
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
-            return self._settings_page(session, status=status, error=refused.message)
+            return await self._settings_page(session, status=status, error=refused.message)
         return self.portal.render(
             "authenticator.html",
             session,
@@ -189,10 +210,10 @@ class AccountPages:
                 form.get("totp", ""),
             )
         except CredentialsRefused as refused:
-            return self._settings_page(session, status=400, error=refused.message)
-        return self._settings_page(
+            return await self._settings_page(session, status=400, error=refused.message)
+        return await self._settings_page(
             session,
-            notice=f"The new authenticator is in use. {ended} other session(s) signed out.",
+            notice=f"The new authenticator is in use. {ended}",
         )
 
     async def end_other_sessions(self, request: Request) -> Response:
@@ -200,4 +221,15 @@ class AccountPages:
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
         ended = await run_in_threadpool(self.portal.service.end_other_sessions, session)
-        return self._settings_page(session, notice=f"{ended} other session(s) signed out.")
+        return await self._settings_page(session, notice=f"{ended} other session(s) signed out.")
+
+    async def disconnect_assistants(self, request: Request) -> Response:
+        session, _ = await self.portal.form_session(request)
+        if session is None or session.account_id is None:
+            return self.portal.refused(FORM_EXPIRED, 403)
+        ended = await run_in_threadpool(
+            self.portal.service.disconnect_assistants, session.account_id
+        )
+        return await self._settings_page(
+            session, notice=f"{ended} connected assistant(s) disconnected."
+        )

@@ -1,17 +1,26 @@
-"""Sellers waiting for the human's decision: approve (allow list) or deny (deny list)."""
+"""Sellers waiting for the human's decision: approve (allow list) or deny (deny list), one at a
+time or a selection at once.
+
+A bulk decision is one policy change: every selected seller is checked before anything is
+written, approving them all takes one fresh authenticator code, and either every rule is
+written or none is.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
+from paysign.portal import decisions
 from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal
 from paysign.services.sign_in import CredentialsRefused
+
+_DONE = {"allow": "approved (allow list)", "deny": "denied (deny list)"}
 
 
 class ApprovalPages:
@@ -24,13 +33,15 @@ class ApprovalPages:
         self, session: Session, *, status: int = 200, **context: Any
     ) -> HTMLResponse:
         assert session.account_id is not None
-        overview = await run_in_threadpool(self.portal.service.overview, session.account_id)
+        pending = await run_in_threadpool(
+            decisions.pending_sellers, self.portal.service, session.account_id
+        )
         return self.portal.render(
             "approvals.html",
             session,
             status=status,
             title="Approvals",
-            pending=overview.pending,
+            pending=pending,
             **context,
         )
 
@@ -47,12 +58,13 @@ class ApprovalPages:
         seller = form.get("seller", "")
         if decision not in ("allow", "deny"):
             return await self._approvals_page(session, status=400, error="Approve or deny.")
+        kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
             await run_in_threadpool(
                 self.portal.service.decide,
                 session.account_id,
                 seller,
-                "allow" if decision == "allow" else "deny",
+                kind,
                 form.get("totp", ""),
             )
         except InvalidPolicy as problem:
@@ -60,5 +72,49 @@ class ApprovalPages:
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
             return await self._approvals_page(session, status=status, error=refused.message)
-        done = "approved (allow list)" if decision == "allow" else "denied (deny list)"
-        return await self._approvals_page(session, notice=f"{seller}: {done}.")
+        return await self._approvals_page(session, notice=f"{seller}: {_DONE[kind]}.")
+
+    async def bulk(self, request: Request) -> Response:
+        """Approve or deny the selected sellers (repeated ``seller`` fields) together."""
+        session, form = await self.portal.form_session(request)
+        if session is None or session.account_id is None:
+            return self.portal.refused(FORM_EXPIRED, 403)
+        # ``form_session`` keeps one value per field; the selection repeats ``seller``.
+        # Starlette parsed the body once and caches it, so this reads no more of it.
+        sellers = [
+            value for value in (await request.form()).getlist("seller") if isinstance(value, str)
+        ]
+        decision = form.get("decision", "")
+        if decision not in ("allow", "deny"):
+            return await self._approvals_page(
+                session, status=400, error="Approve or deny the selection."
+            )
+        kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
+        try:
+            rules = await run_in_threadpool(
+                decisions.decide_many,
+                self.portal.service,
+                session.account_id,
+                sellers,
+                kind,
+                form.get("totp", ""),
+            )
+        except InvalidPolicy as problem:
+            # The detail is "<JSON pointer>: <reason>"; a person reads just the reason.
+            reason = problem.detail.removeprefix(f"{problem.extensions.get('pointer')}: ")
+            return await self._approvals_page(
+                session, status=400, error=f"{reason[:1].upper()}{reason[1:]}."
+            )
+        except CredentialsRefused as refused:
+            message = (
+                refused.message
+                if form.get("totp", "").strip()
+                else "Approving lets your agent pay these sellers: enter a fresh authenticator "
+                "code. Nothing was changed."
+            )
+            status = 429 if refused.rate_limited else 401
+            return await self._approvals_page(session, status=status, error=message)
+        listed = ", ".join(rules)
+        return await self._approvals_page(
+            session, notice=f"{len(rules)} seller(s) {_DONE[kind]}: {listed}."
+        )

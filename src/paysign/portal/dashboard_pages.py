@@ -1,13 +1,56 @@
-"""The overview (dashboard): balance, spend against caps, recent payments, approvals."""
+"""The overview (dashboard): the wallet and its testnet balance, spend against the caps as bars,
+recent payments, pending approvals, and the button that asks the faucet for test funds."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 
-from paysign.portal.service import active_key
-from paysign.portal.web import Portal
+from paysign.errors import FaucetRateLimited, FaucetTransferPending, SandboxChainUnavailable
+from paysign.portal.sandbox_wallet import SandboxWallet
+from paysign.portal.service import Overview, active_key
+from paysign.portal.sessions import Session
+from paysign.portal.web import FORM_EXPIRED, Portal, usdc_text
+
+
+@dataclass(frozen=True, slots=True)
+class SpendBar:
+    """One window of the spend chart: what the template draws and reads out.
+
+    >>> SpendBar.of("Today", 2_500_000, 10_000_000).text
+    'Today: 2.5 of 10 USDC (25%)'
+    >>> SpendBar.of("Today", 1, 10_000_000).percent, SpendBar.of("Today", 9, 5).percent
+    (1, 100)
+    >>> SpendBar.of("This month", 0, None).text
+    'This month: 0 USDC spent, no cap'
+    """
+
+    label: str
+    spent: int
+    cap: int | None
+    #: How much of the cap is used, 0-100 (the bar's length); None when there is no cap.
+    percent: int | None
+
+    @classmethod
+    def of(cls, label: str, spent: int, cap: int | None) -> SpendBar:
+        if cap is None:
+            return cls(label, spent, cap, None)
+        if spent == 0:
+            return cls(label, spent, cap, 0)
+        # Over the cap only after it was lowered; a sliver of spend still shows as 1%.
+        return cls(label, spent, cap, 100 if spent >= cap else max(1, spent * 100 // cap))
+
+    @property
+    def text(self) -> str:
+        """The bar in words, for screen readers and anyone without the picture."""
+        spent = usdc_text(self.spent) or "0"
+        if self.cap is None:
+            return f"{self.label}: {spent} USDC spent, no cap"
+        return f"{self.label}: {spent} of {usdc_text(self.cap) or '0'} USDC ({self.percent}%)"
 
 
 class DashboardPages:
@@ -15,13 +58,56 @@ class DashboardPages:
 
     def __init__(self, portal: Portal) -> None:
         self.portal = portal
+        self.wallet = SandboxWallet(portal.service)
+
+    async def _page(self, session: Session, *, status: int = 200, **context: Any) -> HTMLResponse:
+        assert session.account_id is not None
+        service = self.portal.service
+        overview: Overview = await run_in_threadpool(service.overview, session.account_id)
+        # After the database read, not inside it: the chain may be slow or down.
+        balance = await run_in_threadpool(self.wallet.balance, overview.wallet_address)
+        return self.portal.render(
+            "home.html",
+            session,
+            status=status,
+            title="Overview",
+            overview=overview,
+            active=active_key(overview.keys, service.clock.now()),
+            balance=balance,
+            sandbox=self.wallet.configured,
+            bars=[SpendBar.of(*window) for window in overview.spend],
+            faucet_amount=service.test_funds_amount,
+            **context,
+        )
 
     async def home(self, request: Request) -> Response:
         session = await self.portal.session_of(request)
         if session is None or session.account_id is None:
             return self.portal.to_sign_in()
-        overview = await run_in_threadpool(self.portal.service.overview, session.account_id)
-        active = active_key(overview.keys, self.portal.service.clock.now())
-        return self.portal.render(
-            "home.html", session, title="Overview", overview=overview, active=active
+        return await self._page(session)
+
+    async def request_test_funds(self, request: Request) -> Response:
+        session, _ = await self.portal.form_session(request)
+        if session is None or session.account_id is None:
+            return self.portal.refused(FORM_EXPIRED, 403)
+        amount = usdc_text(self.portal.service.test_funds_amount)
+        try:
+            grant = await run_in_threadpool(self.wallet.request_test_funds, session.account_id)
+        except FaucetRateLimited as limited:
+            page = await self._page(
+                session, status=429, error=f"No test funds this time: {limited.detail}."
+            )
+            page.headers["Retry-After"] = str(limited.retry_after)
+            return page
+        except SandboxChainUnavailable as down:
+            return await self._page(session, status=503, error=f"No test funds: {down.detail}")
+        except FaucetTransferPending as pending:
+            # Sent, not yet confirmed: not a refusal, so 202 and a notice.
+            return await self._page(
+                session, status=202, notice=f"{amount} test USDC are on the way: {pending.detail}."
+            )
+        return await self._page(
+            session,
+            notice=f"{amount} test USDC were sent to your wallet "
+            f"(transaction {grant.transaction_hash} on {grant.network}).",
         )

@@ -1,9 +1,10 @@
-"""The source policy page: rules, approval setting, ecosystem switches, caps in USDC."""
+"""The source policy page: rules (with a preview of what one matches before it is saved),
+approval setting, ecosystem switches, caps in USDC."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -11,6 +12,7 @@ from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
 from paysign.policy.rules import parse_rule
+from paysign.portal.rule_preview import preview
 from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal, parse_usdc
 from paysign.services.sign_in import CredentialsRefused
@@ -115,3 +117,21 @@ class PolicyPages:
             return doc
 
         return await self._change(session, edit, form.get("totp", ""))
+
+    async def preview(self, request: Request) -> Response:
+        """What the typed rule would match; nothing is saved and no code is asked for. A POST
+        with the CSRF token like the other rule forms (its button sits in the same form)."""
+        session, form = await self.portal.form_session(request)
+        if session is None or session.account_id is None:
+            return self.portal.refused(FORM_EXPIRED, 403)
+        kind, text = form.get("kind", ""), form.get("rule", "").strip()
+        typed: dict[str, Any] = {"rule_text": text, "rule_kind": kind}
+        if kind not in ("allow", "deny") or not text:
+            return await self.page(session, status=400, error="Choose a rule and a list.", **typed)
+        list_kind: Literal["allow", "deny"] = "allow" if kind == "allow" else "deny"
+        found = await run_in_threadpool(
+            preview, self.portal.service, session.account_id, text, list_kind
+        )
+        if found.error is not None:
+            return await self.page(session, status=400, error=found.error, preview=found, **typed)
+        return await self.page(session, preview=found, **typed)

@@ -13,7 +13,7 @@ from paysign.portal.approval_pages import ApprovalPages
 from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
 from paysign.portal.policy_pages import PolicyPages
-from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer
+from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_script
 
 
 def create_portal(runtime: Runtime) -> list[BaseRoute]:
@@ -27,21 +27,27 @@ def create_portal(runtime: Runtime) -> list[BaseRoute]:
     policy = PolicyPages(portal)
     pages: list[tuple[str, Endpoint, list[str]]] = [
         ("/", dashboard.home, ["GET"]),
+        ("/faucet", dashboard.request_test_funds, ["POST"]),
+        ("/static/portal.js", static_script("portal.js"), ["GET"]),
         ("/activity", activity.activity, ["GET"]),
+        ("/activity.csv", activity.export, ["GET"]),
         ("/sign-in", account.sign_in, ["GET", "POST"]),
         ("/sign-up", account.sign_up, ["GET", "POST"]),
         ("/sign-out", account.sign_out, ["POST"]),
         ("/settings", account.settings, ["GET"]),
         ("/settings/password", account.change_password, ["POST"]),
         ("/settings/sessions", account.end_other_sessions, ["POST"]),
+        ("/settings/assistants", account.disconnect_assistants, ["POST"]),
         ("/settings/authenticator", account.reset_authenticator, ["POST"]),
         ("/settings/authenticator/confirm", account.confirm_authenticator, ["POST"]),
         ("/keys", keys.keys, ["GET", "POST"]),
         ("/keys/revoke", keys.revoke_key, ["POST"]),
         ("/approvals", approvals.approvals, ["GET", "POST"]),
+        ("/approvals/bulk", approvals.bulk, ["POST"]),
         ("/policy", policy.show, ["GET"]),
         ("/policy/settings", policy.settings, ["POST"]),
         ("/policy/rules", policy.rules, ["POST"]),
+        ("/policy/preview", policy.preview, ["POST"]),
     ]
     return [
         Route(PREFIX + path, no_bearer(endpoint), methods=methods)

@@ -16,7 +16,13 @@ from argon2 import PasswordHasher
 
 from paysign.bootstrap import Runtime
 from paysign.custody import SealedSecret, SecretUnreadable
-from paysign.errors import AccountNotFound, InvalidAccountInput, InvalidKeyExpiry, InvalidPolicy
+from paysign.errors import (
+    AccountAlreadyExists,
+    AccountNotFound,
+    InvalidAccountInput,
+    InvalidKeyExpiry,
+    InvalidPolicy,
+)
 from paysign.policy.caps import day_window, month_window
 from paysign.policy.document import parse_policy_document
 from paysign.policy.rules import parse_rule
@@ -31,7 +37,7 @@ from paysign.services.sign_in import (
 )
 from paysign.store import oauth_repo, policy_repo, portal_repo
 from paysign.store.policy_repo import PendingSeller
-from paysign.store.portal_repo import KeyRow
+from paysign.store.portal_repo import KeyRow, PaymentRow
 
 
 def active_key(rows: list[KeyRow], now: int) -> KeyRow | None:
@@ -47,6 +53,20 @@ def _reset_context(session: Session) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class SignedOut:
+    """What a credential change ended elsewhere."""
+
+    sessions: int
+    assistants: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.sessions} other session(s) signed out, "
+            f"{self.assistants} connected assistant(s) disconnected."
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     email: str
     wallet_address: str | None
@@ -54,6 +74,8 @@ class Overview:
     pending: list[PendingSeller]
     #: (window name, spent, cap or None) for today and this month (UTC), in base units.
     spend: list[tuple[str, int, int | None]]
+    #: The latest few signatures, newest first.
+    recent: list[PaymentRow]
 
 
 class PortalService:
@@ -62,6 +84,8 @@ class PortalService:
         self.db = runtime.db
         self.clock = runtime.clock
         self.vault = runtime.vault
+        self.chain = runtime.sandbox_chain  # the dashboard's balance and test funds
+        self.test_funds_amount = settings.test_funds_amount
         self.sessions = Sessions(
             runtime.db,
             runtime.clock,
@@ -76,6 +100,7 @@ class PortalService:
                 settings.oauth_max_failures_per_account,
                 settings.oauth_max_failures_per_address,
                 settings.oauth_failure_window_seconds,
+                settings.portal_max_sign_ups_per_address,
             ),
         )
 
@@ -91,12 +116,28 @@ class PortalService:
         self.credentials.sign_in(email, password, code, address, on_success=replace)
         return created[0]
 
-    def sign_up(self, email: str, password: str) -> tuple[accounts.CreatedAccount, str]:
-        """A new account and wallet, with the ``otpauth://`` URI of its authenticator secret.
-        Raises ``InvalidAccountInput`` or ``AccountAlreadyExists``."""
-        created = accounts.create_account(
-            self.db, self.vault, self.clock, email=email, password=password
-        )
+    def sign_up(
+        self, email: str, password: str, address: str
+    ) -> tuple[accounts.CreatedAccount, str]:
+        """A new account and wallet, with the ``otpauth://`` URI of its authenticator secret;
+        or, for an account never enrolled and its right password, a new secret for it. Raises
+        ``InvalidAccountInput``, ``AccountAlreadyExists`` or ``CredentialsRefused`` (too many
+        sign-ups from the address)."""
+
+        def create() -> accounts.CreatedAccount:
+            try:
+                return accounts.create_account(
+                    self.db, self.vault, self.clock, email=email, password=password
+                )
+            except AccountAlreadyExists:
+                restarted = accounts.restart_enrolment(
+                    self.db, self.vault, email=email, password=password
+                )
+                if restarted is None:
+                    raise
+                return restarted
+
+        created = self.credentials.sign_up(address, create)
         uri = pyotp.TOTP(created.totp_secret, interval=TOTP_STEP).provisioning_uri(
             name=created.email, issuer_name="paysign"
         )
@@ -129,6 +170,7 @@ class PortalService:
                 portal_repo.keys_of(conn, account_id),
                 policy_repo.pending_of(conn, account_id),
                 spend,
+                portal_repo.recent_payments(conn, account_id),
             )
 
     def activity(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -146,10 +188,10 @@ class PortalService:
         self.credentials.fresh_code(account_id, code)
         return keys.issue_key(self.db, self.clock, email=email, expires_in_days=days)
 
-    def change_password(self, session: Session, current: str, new: str, code: str) -> int:
+    def change_password(self, session: Session, current: str, new: str, code: str) -> SignedOut:
         """Current password and a fresh code, then the new password; every other session of
-        the account ends. Returns how many ended. Raises ``CredentialsRefused`` or
-        ``InvalidAccountInput``."""
+        the account ends and every connected assistant (OAuth grant) is disconnected. Raises
+        ``CredentialsRefused`` or ``InvalidAccountInput``."""
         account_id = session.account_id
         assert account_id is not None
         if not MIN_PASSWORD_LENGTH <= len(new) <= MAX_PASSWORD_LENGTH:
@@ -160,7 +202,7 @@ class PortalService:
         self.credentials.fresh_code(account_id, code, password=current)
         with self.db.write() as conn:
             portal_repo.set_password_hash(conn, account_id, PasswordHasher().hash(new))
-            return portal_repo.delete_account_sessions(conn, account_id, keep=digest(session.id))
+            return self._sign_out_everywhere_else(conn, session)
 
     # ---- resetting the authenticator: two steps ----
 
@@ -183,9 +225,9 @@ class PortalService:
         )
         return secret, uri, token
 
-    def confirm_authenticator_reset(self, session: Session, token: str, code: str) -> int:
-        """A code from the new authenticator: the new secret replaces the old one and every
-        other session ends (returns how many). Raises ``CredentialsRefused``."""
+    def confirm_authenticator_reset(self, session: Session, token: str, code: str) -> SignedOut:
+        """A code from the new authenticator: the new secret replaces the old one, every other
+        session ends and every assistant is disconnected. Raises ``CredentialsRefused``."""
         account_id = session.account_id
         assert account_id is not None
         try:
@@ -216,10 +258,28 @@ class PortalService:
         with self.db.write() as conn:
             portal_repo.set_sealed_totp_secret(conn, account_id, sealed_new.to_bytes())
             oauth_repo.accept_totp_step(conn, account_id, step)  # this code is now used
-            return portal_repo.delete_account_sessions(conn, account_id, keep=digest(session.id))
+            return self._sign_out_everywhere_else(conn, session)
+
+    def _sign_out_everywhere_else(self, conn: Any, session: Session) -> SignedOut:
+        # A changed credential may mean the old one leaked: whoever holds it, in another
+        # browser or as an OAuth grant made with it, is out.
+        assert session.account_id is not None
+        return SignedOut(
+            portal_repo.delete_account_sessions(conn, session.account_id, keep=digest(session.id)),
+            oauth_repo.revoke_account_tokens(conn, session.account_id, self.clock.now()),
+        )
 
     def end_other_sessions(self, session: Session) -> int:
         return self.sessions.end_others(session)
+
+    def connected_assistants(self, account_id: str) -> int:
+        with self.db.read() as conn:
+            return oauth_repo.connected_assistants(conn, account_id, self.clock.now())
+
+    def disconnect_assistants(self, account_id: str) -> int:
+        """Revoke every OAuth grant of the account (tightening: no code needed)."""
+        with self.db.write() as conn:
+            return oauth_repo.revoke_account_tokens(conn, account_id, self.clock.now())
 
     def revoke_key(self, account_id: str) -> None:
         keys.revoke_key(self.db, self.clock, email=self.email_of(account_id))

@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from paysign.bootstrap import Runtime
 from paysign.policy.caps import USDC, iso
+from paysign.portal.qr import qr_svg
 from paysign.portal.service import PolicyEdits, PortalService
 from paysign.portal.sessions import Session
 
@@ -31,8 +32,10 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    # Scripts only from the portal's own files (static/): never inline, so injected markup
+    # cannot run. Styles stay inline (base.html), which cannot run code.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; "
+    "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 }
 MAX_FORM_BYTES = 16 * 1024  # the largest form (a rule) is a few kilobytes
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -107,6 +110,7 @@ def _templates() -> Environment:
         auto_reload=False,
     )
     env.filters["usdc"] = usdc_text
+    env.filters["qr_svg"] = qr_svg
     env.filters["iso"] = lambda value: iso(int(value)) if value is not None else ""
     return env
 
@@ -168,6 +172,18 @@ class Portal:
 
     def to_sign_in(self) -> Response:
         return RedirectResponse(f"{PREFIX}/sign-in", status_code=303, headers=HEADERS)
+
+
+def static_script(name: str) -> Endpoint:
+    """One of the portal's own scripts (``static/<name>``), read once: a fixed file per route,
+    so no request path ever reaches the file system."""
+    body = (Path(__file__).with_name("static") / name).read_bytes()
+    headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+    async def serve(request: Request) -> Response:
+        return Response(body, media_type="text/javascript", headers=headers)
+
+    return serve
 
 
 def no_bearer(endpoint: Endpoint) -> Endpoint:

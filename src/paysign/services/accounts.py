@@ -13,6 +13,7 @@ from paysign.clock import Clock
 from paysign.custody import KeyVault, generate_wallet_key
 from paysign.errors import AccountNotFound, InvalidAccountInput
 from paysign.protocol.eip712 import address_of, checksum_address
+from paysign.store import oauth_repo, portal_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
@@ -94,3 +95,28 @@ def verify_password(account: repo.AccountRecord, password: str) -> bool:
         return _password_hasher.verify(account.password_hash, password)
     except Exception:  # argon2 raises several mismatch/invalid-hash types; all mean "no".
         return False
+
+
+def restart_enrolment(
+    db: Database, vault: KeyVault, *, email: str, password: str
+) -> CreatedAccount | None:
+    """A new authenticator secret for an account whose first one was never confirmed (no code
+    of it was ever accepted), given its password: someone who signed up and lost the secret
+    before signing in can sign up again instead of losing the address. ``None`` when the
+    account is unknown, already enrolled, or the password is wrong."""
+    with db.read() as conn:
+        account = repo.find_account_by_email(conn, normalise_email(email))
+        if account is None or oauth_repo.has_accepted_code(conn, account.id):
+            return None
+    if not verify_password(account, password):
+        return None
+    secret = pyotp.random_base32()
+    sealed = vault.seal(totp_context(account.id), secret.encode()).to_bytes()
+    with db.write() as conn:
+        # Checked again in the writing transaction: a first sign-in may have just landed.
+        if oauth_repo.has_accepted_code(conn, account.id):
+            return None
+        portal_repo.set_sealed_totp_secret(conn, account.id, sealed)
+        address = portal_repo.wallet_address(conn, account.id)
+    assert address is not None
+    return CreatedAccount(account.id, account.email, address, secret)

@@ -2,51 +2,180 @@
 
 Each entry says what was decided (``signed`` or ``refused``), why (the problem slug of a
 refusal), and which rule or switch decided it, so the holder can see what their agent did.
+The rows are read by the database a page at a time (``store.activity_repo``): an account with
+a million signatures costs one page, not a million rows in memory.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from paysign.policy.caps import iso
+from paysign.policy.caps import USDC, iso
 from paysign.services.accounts import require_account
-from paysign.store import policy_repo
-from paysign.store import repositories as repo
+from paysign.store import activity_repo
+from paysign.store.activity_repo import ActivityFilters, ActivityRow, Cursor
 from paysign.store.database import Database
+
+EXPORT_BATCH = 1_000
+CSV_COLUMNS = (
+    "time_utc",
+    "decision",
+    "seller",
+    "amount_usdc",
+    "network",
+    "sandbox",
+    "status",
+    "reason",
+    "rule",
+    "detail",
+)
+
+
+def entry_of(row: ActivityRow) -> dict[str, Any]:
+    """One row as the CLI and the portal show it."""
+    entry: dict[str, Any] = {
+        "at": iso(row.created_at),
+        "decision": row.kind,
+        "seller": row.seller,
+        "amount": row.amount,
+        "network": row.network,
+        "sandbox": row.sandbox,
+    }
+    if row.kind == "signed":
+        entry |= {
+            "status": row.status,
+            "tier": row.tier,
+            "rule": row.rule,
+            "nonce": "0x" + (row.nonce or b"").hex(),
+        }
+    else:
+        entry |= {"reason": row.reason, "rule": row.rule, "detail": row.detail}
+    return entry
 
 
 def activity(db: Database, *, email: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest ``limit`` entries, newest first (the operator CLI)."""
     account = require_account(db, email)
     with db.read() as conn:
-        signed = repo.signatures_of(conn, account.id)
-        refused = policy_repo.refusals_of(conn, account.id)
-    entries: list[tuple[int, int, dict[str, Any]]] = []
-    for i, s in enumerate(signed):
-        entry = {
-            "at": iso(s.created_at),
-            "decision": "signed",
-            "seller": f"{s.seller_host}{s.seller_path}",
-            "amount": s.amount,
-            "network": s.network,
-            "sandbox": s.sandbox,
-            "status": s.status,
-            "tier": s.tier,
-            "rule": s.rule,
-            "nonce": "0x" + s.nonce.hex(),
-        }
-        entries.append((s.created_at, i, entry))
-    for j, r in enumerate(refused):
-        entry = {
-            "at": iso(r.created_at),
-            "decision": "refused",
-            "seller": f"{r.seller_host}{r.seller_path}",
-            "amount": r.amount,
-            "network": r.network,
-            "sandbox": r.sandbox,
-            "reason": r.reason,
-            "rule": r.rule,
-            "detail": r.detail,
-        }
-        entries.append((r.created_at, len(signed) + j, entry))
-    entries.sort(key=lambda e: (e[0], e[1]), reverse=True)
-    return [entry for _, _, entry in entries[:limit]]
+        rows = activity_repo.page(conn, account.id, ActivityFilters(), limit=max(limit, 0))
+    return [entry_of(row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityPage:
+    rows: list[ActivityRow]
+    #: Where the next older / newer page starts; ``None`` when there is none.
+    older: Cursor | None
+    newer: Cursor | None
+
+
+def page_of(
+    db: Database,
+    account_id: str,
+    filters: ActivityFilters,
+    *,
+    size: int,
+    before: Cursor | None = None,
+    after: Cursor | None = None,
+) -> ActivityPage:
+    """One page, and whether there are rows on either side of it (one row more is read in the
+    direction of travel; the other side is a one-row probe)."""
+    with db.read() as conn:
+        rows: list[ActivityRow] = []
+        if after is not None:
+            rows = activity_repo.page(conn, account_id, filters, limit=size + 1, after=after)
+            if len(rows) <= size:
+                # Back at the newest rows: show the first page whole, not a short one.
+                after, rows = None, []
+        if after is None:
+            rows = activity_repo.page(conn, account_id, filters, limit=size + 1, before=before)
+            more_older, rows = len(rows) > size, rows[:size]
+        else:
+            rows = rows[-size:]  # the ``size`` rows just newer than ``after``
+            more_older = bool(
+                activity_repo.page(conn, account_id, filters, limit=1, before=rows[-1].cursor)
+            )
+        if not rows:
+            return ActivityPage([], None, None)
+        more_newer = bool(
+            activity_repo.page(conn, account_id, filters, limit=1, after=rows[0].cursor)
+        )
+    return ActivityPage(
+        rows,
+        rows[-1].cursor if more_older else None,
+        rows[0].cursor if more_newer else None,
+    )
+
+
+def all_rows(
+    db: Database, account_id: str, filters: ActivityFilters, *, batch: int = EXPORT_BATCH
+) -> Iterator[list[ActivityRow]]:
+    """Every matching row, newest first, in batches of one short read each: an export of a
+    large account holds neither a transaction open for long nor all rows in memory. Rows added
+    while it runs are newer than the first batch, so they are neither repeated nor skipped
+    within the range it read."""
+    before: Cursor | None = None
+    while True:
+        with db.read() as conn:
+            rows = activity_repo.page(conn, account_id, filters, limit=batch, before=before)
+        if rows:
+            yield rows
+        if len(rows) < batch:
+            return
+        before = rows[-1].cursor
+
+
+def usdc_decimal(base_units: int) -> str:
+    """``1500000`` → ``1.500000``: a spreadsheet reads every amount the same way.
+
+    >>> usdc_decimal(1_500_000), usdc_decimal(1), usdc_decimal(0)
+    ('1.500000', '0.000001', '0.000000')
+    """
+    return f"{base_units // USDC}.{base_units % USDC:06d}"
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet will not run: text starting with ``= + - @`` (or a tab or carriage
+    return, which some spreadsheets strip first) is a formula to Excel and LibreOffice, and a
+    seller URL or refusal detail comes from the agent's request. A leading quote makes it text.
+
+    >>> csv_cell("=HYPERLINK(1)"), csv_cell("@x"), csv_cell("api.example.com/v1")
+    ("'=HYPERLINK(1)", "'@x", 'api.example.com/v1')
+    """
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
+    """The CSV text, a header then one chunk per batch of rows."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+
+    def flush() -> str:
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    writer.writerow(CSV_COLUMNS)
+    yield flush()
+    for rows in batches:
+        for row in rows:
+            writer.writerow(
+                [
+                    iso(row.created_at),
+                    row.kind,
+                    csv_cell(row.seller),
+                    usdc_decimal(row.amount),
+                    csv_cell(row.network),
+                    "true" if row.sandbox else "false",
+                    csv_cell(row.status or ""),
+                    csv_cell(row.reason or ""),
+                    csv_cell(row.rule or ""),
+                    csv_cell(row.detail or ""),
+                ]
+            )
+        yield flush()

@@ -6,7 +6,10 @@ Used by the OAuth sign-in pages and the web portal, so both get the same guarant
 - failures are counted per account (email) and per client address in a fixed window, and the
   check is refused once either limit is reached;
 - an unknown email costs the same argon2 check as a wrong password (a decoy hash), and every
-  failure gets the same message (no user enumeration).
+  failure gets the same message (no user enumeration);
+- sign-ups are counted per client address, and asking for an email that already has an
+  account counts as a failed sign-in of that address: probing for accounts through the sign-up
+  form spends the same budget as probing through the sign-in form.
 """
 
 from __future__ import annotations
@@ -16,19 +19,21 @@ import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyotp
 from sqlalchemy.engine import Connection
 
 from paysign.clock import Clock
 from paysign.custody import KeyVault, SealedSecret
-from paysign.errors import InvalidAccountInput
+from paysign.errors import AccountAlreadyExists, InvalidAccountInput
 from paysign.services.accounts import normalise_email, totp_context, verify_password
 from paysign.store import oauth_repo, portal_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
 TOTP_STEP = 30
+Created = TypeVar("Created")
 SIGN_IN_FAILED = (
     "The email, password or authenticator code is not correct. "
     "Each authenticator code works once: if you just used it, wait for the next one."
@@ -44,6 +49,9 @@ CODE_FAILED = (
 STEP_UP_FAILED = (
     "The current password or the authenticator code is not correct. "
     "Each code works once: if you just used it, wait for the next one."
+)
+SIGN_UP_LIMITED = (
+    "Too many accounts were asked for from your network. Wait {minutes} minutes, then try again."
 )
 CODE_RATE_LIMITED = (
     "Too many wrong authenticator codes. Wait {minutes} minutes, then try again. "
@@ -65,6 +73,7 @@ class SignInLimits:
     max_failures_account: int
     max_failures_address: int
     failure_window: int
+    max_sign_ups_address: int = 10
 
 
 def _digest(text: str) -> str:
@@ -148,6 +157,38 @@ class CredentialCheck:
             raise CredentialsRefused(SIGN_IN_FAILED)
         assert account is not None
         return account
+
+    def sign_up(self, address: str, create: Callable[[], Created]) -> Created:
+        """Run ``create`` (which makes the account) unless the address is over its sign-up or
+        sign-in-failure budget. Raises :class:`CredentialsRefused` when it is, and lets
+        ``AccountAlreadyExists`` through after counting it as a failure of the address."""
+        now = self.clock.now()
+        window = self.limits.failure_window
+        by_address = "address:" + address[:90]
+        sign_ups = "sign-up:" + address[:90]
+        with self.db.read() as conn:
+            over = (
+                oauth_repo.failures(conn, sign_ups, now, window) >= self.limits.max_sign_ups_address
+                or oauth_repo.failures(conn, by_address, now, window)
+                >= self.limits.max_failures_address
+            )
+        if over:
+            raise CredentialsRefused(
+                SIGN_UP_LIMITED.format(minutes=self._minutes()), rate_limited=True
+            )
+        # Input the form rejects (a short password) is not counted; an account made or an
+        # email found taken is. Requests racing past the check above overshoot the budget by
+        # at most the number in flight.
+        try:
+            created = create()
+        except AccountAlreadyExists:
+            with self.db.write() as conn:
+                oauth_repo.record_failure(conn, sign_ups, now, window)
+                oauth_repo.record_failure(conn, by_address, now, window)
+            raise
+        with self.db.write() as conn:
+            oauth_repo.record_failure(conn, sign_ups, now, window)
+        return created
 
     def fresh_code(self, account_id: str, code: str, *, password: str | None = None) -> None:
         """Step-up: a fresh, unused authenticator code of a signed-in account (and its

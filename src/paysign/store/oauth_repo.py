@@ -261,6 +261,13 @@ def accept_totp_step(conn: Connection, account_id: str, step: int) -> bool:
     return conn.execute(statement).first() is not None
 
 
+def has_accepted_code(conn: Connection, account_id: str) -> bool:
+    """Whether any authenticator code of the account was ever accepted (it is enrolled)."""
+    row = oauth_totp_steps.c
+    found = conn.execute(sa.select(row.last_step).where(row.account_id == account_id)).first()
+    return found is not None
+
+
 def failures(conn: Connection, key: str, now: int, window: int) -> int:
     c = oauth_sign_in_failures.c
     found = conn.execute(
@@ -289,3 +296,33 @@ def record_failure(conn: Connection, key: str, now: int, window: int) -> None:
 
 def clear_failures(conn: Connection, key: str) -> None:
     conn.execute(oauth_sign_in_failures.delete().where(oauth_sign_in_failures.c.key == key))
+
+
+# ---- the account holder's view: connected assistants ----
+
+
+def connected_assistants(conn: Connection, account_id: str, now: int) -> int:
+    """How many grants (token families) of the account can still get an access token: a live
+    refresh token, unrotated and unrevoked."""
+    c = oauth_tokens.c
+    statement = sa.select(sa.func.count(sa.distinct(c.family))).where(
+        c.account_id == account_id,
+        c.kind == "refresh",
+        c.rotated_at.is_(None),
+        c.revoked_at.is_(None),
+        c.expires_at > now,
+    )
+    return int(conn.execute(statement).scalar_one())
+
+
+def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
+    """Revoke every token of the account (after a password change or authenticator reset, or
+    on request); returns how many live grants that disconnected."""
+    live = connected_assistants(conn, account_id, now)
+    c = oauth_tokens.c
+    conn.execute(
+        oauth_tokens.update()
+        .where(c.account_id == account_id, c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    return live

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from paysign.store.repositories import AccountRecord
-from paysign.store.schema import accounts, api_keys, portal_sessions, wallets
+from paysign.store.policy_repo import load_settings
+from paysign.store.repositories import AccountRecord, KeyHolder
+from paysign.store.schema import accounts, api_keys, portal_sessions, signatures, wallets
 
 
 def find_account(conn: Connection, account_id: str) -> AccountRecord | None:
@@ -131,3 +132,48 @@ def wallet_address(conn: Connection, account_id: str) -> str | None:
         sa.select(wallets.c.address).where(wallets.c.account_id == account_id)
     ).scalar_one_or_none()
     return None if found is None else str(found)
+
+
+def wallet_holder(conn: Connection, account_id: str) -> KeyHolder | None:
+    """The signed-in account as the wallet services (the faucet) take it: no API key."""
+    c = wallets.c
+    row = conn.execute(
+        sa.select(c.id, c.address, c.sealed_key).where(c.account_id == account_id)
+    ).first()
+    if row is None:
+        return None
+    return KeyHolder(
+        key_id=None,
+        account_id=account_id,
+        wallet_id=row.id,
+        wallet_address=row.address,
+        sealed_wallet_key=bytes(row.sealed_key),
+        last_used_at=None,
+        policy=load_settings(conn, account_id),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentRow:
+    created_at: int
+    seller_host: str
+    seller_path: str
+    amount: int
+    network: str
+    sandbox: bool
+    status: str
+
+
+def recent_payments(conn: Connection, account_id: str, limit: int = 5) -> list[PaymentRow]:
+    """The account's latest signatures, newest first: one indexed read of ``limit`` rows
+    (ix_signatures_account_created), whatever the history's length."""
+    c = signatures.c
+    rows = conn.execute(
+        sa.select(
+            c.created_at, c.seller_host, c.seller_path, c.amount, c.network, c.sandbox, c.status
+        )
+        .where(c.account_id == account_id)
+        .order_by(c.created_at.desc(), c.id.desc())
+        .limit(limit)
+    ).all()
+    return [PaymentRow(*row) for row in rows]

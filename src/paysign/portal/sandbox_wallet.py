@@ -1,0 +1,56 @@
+"""The dashboard's view of the wallet on the sandbox chain: its USDC balance, read live, and
+test funds from the faucet. Apart from :class:`~paysign.portal.service.PortalService` because
+both wait on the network, never inside a database transaction."""
+
+from __future__ import annotations
+
+import structlog
+
+from paysign.chain.errors import ChainError
+from paysign.chain.rpc import JsonRpc
+from paysign.errors import AccountNotFound
+from paysign.portal.service import PortalService
+from paysign.protocol import parse_address
+from paysign.services import faucet
+from paysign.store import portal_repo
+
+#: The balance is read while the holder waits for the page: a slow node costs at most this
+#: much per connect/read, and the page then says the balance is unavailable.
+BALANCE_TIMEOUT_SECONDS = 2.0
+
+log = structlog.get_logger("paysign.portal")
+
+
+class SandboxWallet:
+    def __init__(self, service: PortalService) -> None:
+        self.service = service
+
+    @property
+    def configured(self) -> bool:
+        return self.service.chain is not None
+
+    def balance(self, address: str | None) -> int | None:
+        """The wallet's USDC on the sandbox chain in base units; ``None`` when it cannot be read
+        (no chain configured, the node down or slow), which the page says rather than fail."""
+        chain = self.service.chain
+        if chain is None or address is None:
+            return None
+        try:
+            # Its own short-timeout client: the chain's shared one waits up to 10 s for sends.
+            with JsonRpc(chain.rpc_url, timeout=BALANCE_TIMEOUT_SECONDS) as rpc:
+                return rpc.erc20_balance(chain.usdc, parse_address(address))
+        except (ChainError, ValueError) as exc:
+            log.info("testnet_balance_unavailable", error=type(exc).__name__)
+            return None
+
+    def request_test_funds(self, account_id: str) -> faucet.Grant:
+        """Test USDC for the account's wallet, as ``POST /wallets/testnet/funds`` gives it.
+        Raises ``FaucetRateLimited``, ``SandboxChainUnavailable`` or ``FaucetTransferPending``."""
+        service = self.service
+        with service.db.read() as conn:
+            holder = portal_repo.wallet_holder(conn, account_id)
+        if holder is None:
+            raise AccountNotFound("the signed-in account has no wallet")
+        return faucet.request_test_funds(
+            service.db, service.clock, service.chain, holder, amount=service.test_funds_amount
+        )

@@ -1,0 +1,30 @@
+// The portal's only script: copy buttons. Served from the portal itself ('self' is the only
+// script source the CSP allows, never inline). The pages work without it: the buttons start
+// hidden and the text they copy is shown and selectable anyway.
+"use strict";
+
+document.querySelectorAll("button[data-copy]").forEach(function (button) {
+  var source = document.getElementById(button.getAttribute("data-copy"));
+  var status = document.getElementById(button.getAttribute("data-status"));
+  // The clipboard API exists only in a secure context (https, or http on localhost).
+  if (!source || !navigator.clipboard) {
+    return;
+  }
+  button.hidden = false;
+  button.addEventListener("click", function () {
+    navigator.clipboard.writeText(source.textContent.trim()).then(
+      function () {
+        if (status) { status.textContent = "Copied."; }
+      },
+      function () {
+        // Denied (a browser setting): select the text so one keystroke copies it instead.
+        var range = document.createRange();
+        range.selectNodeContents(source);
+        var selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        if (status) { status.textContent = "Could not copy: the key is selected, copy it with Ctrl+C."; }
+      }
+    );
+  });
+});

@@ -1,0 +1,118 @@
+"""A changed credential disconnects every assistant: OAuth grants made before a password change
+or an authenticator reset stop working, and the settings page can disconnect them on demand."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pyotp
+
+from oauth.conftest import PASSWORD, Service, User
+from oauth.test_oauth import is_invalid_token, mcp_post, refresh, tokens_for
+from portal.conftest import csrf_of, sign_in
+
+NEW_PASSWORD = "another long passphrase"
+
+
+@contextmanager
+def _portal(service: Service, user: User) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, timeout=10) as browser:
+        service.clock.advance(30)  # a code not used by the OAuth sign-in
+        assert sign_in(browser, user.email, PASSWORD, user.code(service.clock)).status_code == 303
+        yield browser
+
+
+def _assistants(page: httpx.Response) -> int:
+    found = re.search(r'<p id="assistants">(\d+) assistant', page.text)
+    assert found, page.text
+    return int(found.group(1))
+
+
+def test_changing_the_password_disconnects_every_assistant(service: Service, user: User) -> None:
+    first_client, first = tokens_for(service, user)
+    service.clock.advance(30)
+    _, second = tokens_for(service, user)
+    assert not is_invalid_token(mcp_post(service, first["access_token"]))
+    with _portal(service, user) as browser:
+        page = browser.get("/portal/settings")
+        assert _assistants(page) == 2
+
+        service.clock.advance(30)
+        changed = browser.post(
+            "/portal/settings/password",
+            data={
+                "csrf": csrf_of(page),
+                "current": PASSWORD,
+                "new": NEW_PASSWORD,
+                "totp": user.code(service.clock),
+            },
+        )
+        assert changed.status_code == 200
+        assert "2 connected assistant(s) disconnected" in changed.text
+        assert _assistants(changed) == 0
+    for tokens in (first, second):
+        assert is_invalid_token(mcp_post(service, tokens["access_token"]))
+    assert refresh(service, first_client, first["refresh_token"]).status_code == 400
+
+
+def test_a_wrong_code_disconnects_nothing(service: Service, user: User) -> None:
+    _, tokens = tokens_for(service, user)
+    with _portal(service, user) as browser:
+        page = browser.get("/portal/settings")
+        refused = browser.post(
+            "/portal/settings/password",
+            data={
+                "csrf": csrf_of(page),
+                "current": PASSWORD,
+                "new": NEW_PASSWORD,
+                "totp": user.code(service.clock),  # the code just used to sign in
+            },
+        )
+        assert refused.status_code == 401
+        assert _assistants(refused) == 1
+    assert not is_invalid_token(mcp_post(service, tokens["access_token"]))
+
+
+def test_resetting_the_authenticator_disconnects_every_assistant(
+    service: Service, user: User
+) -> None:
+    _, tokens = tokens_for(service, user)
+    with _portal(service, user) as browser:
+        page = browser.get("/portal/settings")
+        service.clock.advance(30)
+        started = browser.post(
+            "/portal/settings/authenticator",
+            data={"csrf": csrf_of(page), "current": PASSWORD, "totp": user.code(service.clock)},
+        )
+        assert started.status_code == 200
+        secret = re.search(r'id="totp-secret">([A-Z2-7]+)<', started.text)
+        token = re.search(r'name="token" value="([^"]+)"', started.text)
+        assert secret and token, started.text
+        assert not is_invalid_token(mcp_post(service, tokens["access_token"]))  # not yet
+        confirmed = browser.post(
+            "/portal/settings/authenticator/confirm",
+            data={
+                "csrf": csrf_of(page),
+                "token": token.group(1),
+                "totp": pyotp.TOTP(secret.group(1)).at(service.clock.now()),
+            },
+        )
+        assert confirmed.status_code == 200
+        assert "1 connected assistant(s) disconnected" in confirmed.text
+    assert is_invalid_token(mcp_post(service, tokens["access_token"]))
+
+
+def test_disconnect_every_assistant_on_demand(service: Service, user: User) -> None:
+    _, tokens = tokens_for(service, user)
+    with _portal(service, user) as browser:
+        page = browser.get("/portal/settings")
+        assert browser.post("/portal/settings/assistants", data={"csrf": "x"}).status_code == 403
+        assert not is_invalid_token(mcp_post(service, tokens["access_token"]))
+        done = browser.post("/portal/settings/assistants", data={"csrf": csrf_of(page)})
+        assert done.status_code == 200 and "1 connected assistant(s) disconnected" in done.text
+        assert _assistants(done) == 0
+        assert 'action="/portal/settings/assistants"' not in done.text
+    assert is_invalid_token(mcp_post(service, tokens["access_token"]))
