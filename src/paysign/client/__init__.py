@@ -10,15 +10,7 @@ store, the services, the API, starlette or sqlalchemy). See ``docs/client.md``.
         print(response.json(), payment_of(response).transaction)
 """
 
-from paysign.client.auth import (
-    AsyncPaidRetryTransport,
-    AsyncPaysignClient,
-    PaidRetryTransport,
-    Payment,
-    PaysignAuth,
-    PaysignClient,
-    payment_of,
-)
+from paysign.client.auth import Payment, PaysignAuth, payment_of
 from paysign.client.catalog import (
     CallResult,
     Listing,
@@ -29,6 +21,7 @@ from paysign.client.catalog import (
     find_listing,
     listings_of,
 )
+from paysign.client.clients import AsyncPaysignClient, PaysignClient
 from paysign.client.errors import (
     AllowPending,
     EcosystemDisabled,
@@ -54,6 +47,7 @@ from paysign.client.errors import (
     Unauthorized,
     UnsupportedPaymentTerms,
 )
+from paysign.client.retry import AsyncPaidRetryTransport, PaidRetryTransport
 from paysign.client.signer import DEFAULT_BASE_URL, PaysignSigner, Signature
 from paysign.client.wire import (
     DEFAULT_USDC,

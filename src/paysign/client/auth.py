@@ -9,10 +9,10 @@ receipt is on the response: ``payment_of(response).settlement``.
 Spec rule 6 — a paid request that gets no response is sent again *with the same signature*
 until ``validBefore``, never signed again — is kept at two levels:
 
-- :class:`PaidRetryTransport` (and its async twin) re-sends a paid request that failed in
-  transit (connection refused or reset, timeout, truncated answer) with the same header, until
-  the signature is about to expire; then :class:`~paysign.client.errors.SellerUnreachable`.
-  :class:`PaysignClient` installs it.
+- :class:`~paysign.client.retry.PaidRetryTransport` (and its async twin) re-sends a paid
+  request that failed in transit (connection refused or reset, timeout, truncated answer) with
+  the same header, until the signature is about to expire; then
+  :class:`~paysign.client.errors.SellerUnreachable`. ``PaysignClient`` installs it.
 - Without that transport, the auth keeps the unanswered signature: sending the same request
   again through the same :class:`PaysignAuth` before ``validBefore`` reuses it.
 
@@ -26,7 +26,6 @@ once.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import threading
 import time
@@ -40,7 +39,6 @@ from paysign.client.errors import (
     InvalidPaymentRequired,
     PaymentRejected,
     PriceExceedsLimit,
-    SellerUnreachable,
 )
 from paysign.client.signer import PaysignSigner, Signature
 from paysign.client.wire import (
@@ -55,15 +53,7 @@ from paysign.client.wire import (
 )
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network, resolve_network
 
-__all__ = [
-    "AsyncPaidRetryTransport",
-    "AsyncPaysignClient",
-    "PaidRetryTransport",
-    "Payment",
-    "PaysignAuth",
-    "PaysignClient",
-    "payment_of",
-]
+__all__ = ["Payment", "PaysignAuth", "payment_of"]
 
 #: ``response.extensions`` key of the :class:`Payment`; ``request.extensions`` key of the
 #: attempt a paid request belongs to.
@@ -71,8 +61,6 @@ PAYMENT_EXTENSION = "paysign.payment"
 ATTEMPT_EXTENSION = "paysign.attempt"
 #: Facilitators refuse a signature this close to its ``validBefore``: no retry after that.
 EXPIRY_MARGIN_SECONDS = 6
-_FIRST_RETRY_DELAY = 0.2
-_MAX_RETRY_DELAY = 4.0
 
 EventHook = Callable[[str, str], None]
 
@@ -351,180 +339,3 @@ def _rejection_reason(response: httpx.Response, settlement: Settlement | None) -
     except InvalidPaymentRequired:
         error = None
     return error or f"HTTP 402 {response.text[:200]}".strip()
-
-
-# ---- rule 6 in the transport -------------------------------------------------------------------
-
-
-def _buffered(response: httpx.Response, raw: bytes) -> httpx.Response:
-    return httpx.Response(
-        response.status_code,
-        headers=response.headers,
-        stream=httpx.ByteStream(raw),
-        extensions=response.extensions,
-    )
-
-
-def _give_up(attempt: PaidAttempt, exc: Exception) -> SellerUnreachable:
-    return SellerUnreachable(
-        f"no answer from {attempt.seller_url} before the signature expired "
-        f"({attempt.sends} attempts with the same signature): {exc!r}",
-        nonce=attempt.signature.nonce,
-        valid_before=attempt.signature.valid_before,
-        attempts=attempt.sends,
-    )
-
-
-class PaidRetryTransport(httpx.BaseTransport):
-    """Wraps a transport: a paid request (marked by :class:`PaysignAuth`) that fails in transit
-    is sent again, same signature, until it is about to expire. Its answer is read in full here,
-    so a connection dropped mid-answer is retried too. Other requests pass through."""
-
-    def __init__(self, transport: httpx.BaseTransport | None = None) -> None:
-        self.transport = transport or httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        attempt = request.extensions.get(ATTEMPT_EXTENSION)
-        if not isinstance(attempt, PaidAttempt):
-            return self.transport.handle_request(request)
-        delay = _FIRST_RETRY_DELAY
-        while True:
-            attempt.sends += 1
-            try:
-                response = self.transport.handle_request(request)
-                try:
-                    raw = b"".join(response.iter_raw())
-                finally:
-                    response.close()
-                return _buffered(response, raw)
-            except httpx.TransportError as exc:
-                if not attempt.usable(time.time() + delay):
-                    raise _give_up(attempt, exc) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_RETRY_DELAY)
-
-    def close(self) -> None:
-        self.transport.close()
-
-
-class AsyncPaidRetryTransport(httpx.AsyncBaseTransport):
-    """:class:`PaidRetryTransport` for ``httpx.AsyncClient``."""
-
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.transport = transport or httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        attempt = request.extensions.get(ATTEMPT_EXTENSION)
-        if not isinstance(attempt, PaidAttempt):
-            return await self.transport.handle_async_request(request)
-        delay = _FIRST_RETRY_DELAY
-        while True:
-            attempt.sends += 1
-            try:
-                response = await self.transport.handle_async_request(request)
-                try:
-                    raw = b"".join([chunk async for chunk in response.aiter_raw()])
-                finally:
-                    await response.aclose()
-                return _buffered(response, raw)
-            except httpx.TransportError as exc:
-                if not attempt.usable(time.time() + delay):
-                    raise _give_up(attempt, exc) from exc
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_RETRY_DELAY)
-
-    async def aclose(self) -> None:
-        await self.transport.aclose()
-
-
-# ---- ready-made clients ----------------------------------------------------------------------
-
-
-def _signer_and_auth(
-    api_key: str | None,
-    paysign_url: str | None,
-    signer: PaysignSigner | None,
-    **auth_options: Any,
-) -> tuple[PaysignSigner, PaysignAuth, bool]:
-    """The signer (ours to close when we made it) and the auth flow both clients install."""
-    made = signer or PaysignSigner(api_key, paysign_url)
-    return made, PaysignAuth(made, **auth_options), signer is None
-
-
-class PaysignClient(httpx.Client):
-    """An ``httpx.Client`` that pays x402 sellers through paysign, with rule 6's retries.
-
-    ``api_key``/``paysign_url`` (default ``PAYSIGN_API_KEY``/``PAYSIGN_BASE_URL``) or a
-    ``signer``; ``sandbox``, ``network``, ``max_amount``, ``usdc`` and ``on_event`` as for
-    :class:`PaysignAuth`; every other keyword goes to ``httpx.Client``.
-    """
-
-    def __init__(
-        self,
-        api_key: str | None = None,
-        *,
-        paysign_url: str | None = None,
-        signer: PaysignSigner | None = None,
-        sandbox: bool = False,
-        network: str | None = None,
-        max_amount: int | None = None,
-        usdc: Mapping[str, str] | None = None,
-        on_event: EventHook | None = None,
-        transport: httpx.BaseTransport | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.signer, self.paysign_auth, self._owns_signer = _signer_and_auth(
-            api_key,
-            paysign_url,
-            signer,
-            sandbox=sandbox,
-            network=network,
-            max_amount=max_amount,
-            usdc=usdc,
-            on_event=on_event,
-        )
-        kwargs.setdefault("timeout", 30.0)
-        super().__init__(auth=self.paysign_auth, transport=PaidRetryTransport(transport), **kwargs)
-
-    def close(self) -> None:
-        super().close()
-        if self._owns_signer:
-            self.signer.close()
-
-
-class AsyncPaysignClient(httpx.AsyncClient):
-    """:class:`PaysignClient` for asyncio."""
-
-    def __init__(
-        self,
-        api_key: str | None = None,
-        *,
-        paysign_url: str | None = None,
-        signer: PaysignSigner | None = None,
-        sandbox: bool = False,
-        network: str | None = None,
-        max_amount: int | None = None,
-        usdc: Mapping[str, str] | None = None,
-        on_event: EventHook | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.signer, self.paysign_auth, self._owns_signer = _signer_and_auth(
-            api_key,
-            paysign_url,
-            signer,
-            sandbox=sandbox,
-            network=network,
-            max_amount=max_amount,
-            usdc=usdc,
-            on_event=on_event,
-        )
-        kwargs.setdefault("timeout", 30.0)
-        super().__init__(
-            auth=self.paysign_auth, transport=AsyncPaidRetryTransport(transport), **kwargs
-        )
-
-    async def aclose(self) -> None:
-        await super().aclose()
-        if self._owns_signer:
-            await self.signer.aclose()

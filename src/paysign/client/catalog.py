@@ -32,7 +32,8 @@ from urllib.parse import quote
 
 import httpx
 
-from paysign.client.auth import AsyncPaysignClient, Payment, PaysignClient, payment_of
+from paysign.client.auth import Payment, payment_of
+from paysign.client.clients import AsyncPaysignClient, PaysignClient
 from paysign.client.errors import ListingError
 from paysign.client.wire import SANDBOX_HEADER, parse_usdc
 

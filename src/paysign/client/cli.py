@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import httpx
 
-from paysign.client.auth import Payment, PaysignClient, payment_of
+from paysign.client.auth import Payment, payment_of
 from paysign.client.catalog import build_listing_request, filter_listings, find_listing, listings_of
+from paysign.client.clients import PaysignClient
 from paysign.client.errors import (
     ListingError,
     PaymentError,
