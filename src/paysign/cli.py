@@ -33,7 +33,8 @@ from paysign.background import start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
-from paysign.chain.devchain import running_devchain, sandbox_chain
+from paysign.chain.devchain import sandbox_chain
+from paysign.chain.devchain_files import running_devchain
 from paysign.config import Settings
 from paysign.demo.cli import demo
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError

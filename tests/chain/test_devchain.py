@@ -16,15 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from paysign.chain.cli import devchain as devchain_cli
-from paysign.chain.devchain import (
-    TREASURY_MINT,
-    USDC_ADDRESS,
-    Devchain,
-    DevchainRunning,
-    reset_devchain,
-    running_devchain,
-    sandbox_chain,
-)
+from paysign.chain.devchain import TREASURY_MINT, USDC_ADDRESS, Devchain, sandbox_chain
+from paysign.chain.devchain_files import DevchainRunning, reset_devchain, running_devchain
 from paysign.chain.rpc import JsonRpc
 from paysign.chain.testnet import SandboxChain
 from paysign.config import Settings

@@ -12,7 +12,7 @@ from typing import Any
 import click
 import orjson
 
-from paysign.chain.devchain import DevchainRunning, reset_devchain, running_devchain
+from paysign.chain.devchain_files import DevchainRunning, reset_devchain, running_devchain
 from paysign.chain.errors import ChainError
 from paysign.chain.rpc import JsonRpc
 from paysign.chain.treasury import parse_private_key

@@ -7,7 +7,7 @@ nothing needs a special case for the dev chain and the official x402 SDK's defau
 ``eip155:84532`` is this token. The treasury (anvil's first well-known account unless
 ``PAYSIGN_TESTNET_TREASURY_KEY`` is set) owns the token and is minted a large balance.
 
-State lives in ``<data_dir>/devchain/``:
+State lives in ``<data_dir>/devchain/`` (see :mod:`paysign.chain.devchain_files`):
 
 - ``state.json``: the chain, fetched with ``anvil_dumpState`` every ``dump_interval`` seconds
   (when it changed) and at a clean stop, written atomically (temp file, fsync, rename), and
@@ -29,13 +29,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gzip
-import json
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +45,15 @@ from paysign.chain.anvil import (
     Anvil,
     DevchainError,
     find_anvil,
+)
+from paysign.chain.devchain_files import (
+    DevchainInfo,
+    DevchainRunning,
+    devchain_dir,
+    is_anvil,
+    read_json,
+    running_devchain,
+    write_atomically,
 )
 from paysign.chain.errors import ChainError
 from paysign.chain.rpc import JsonRpc
@@ -81,52 +88,9 @@ TREASURY_GAS = 10_000 * 10**18
 _GAS_FLOOR = 10**18
 
 
-class DevchainRunning(DevchainError):
-    """Another process runs this data directory's dev chain."""
-
-
-@dataclass(frozen=True, slots=True)
-class DevchainInfo:
-    rpc_url: str
-    chain_id: int
-    usdc: str  # EIP-55
-    treasury: str  # EIP-55
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "rpcUrl": self.rpc_url,
-            "chainId": self.chain_id,
-            "usdc": self.usdc,
-            "treasury": self.treasury,
-        }
-
-
-def devchain_dir(data_dir: Path) -> Path:
-    return data_dir / "devchain"
-
-
 def treasury_key_for(settings: Settings) -> bytes:
     """The configured treasury key, else anvil's account 0."""
     return parse_private_key(settings.testnet_treasury_key or DEV_TREASURY_KEY)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 class Devchain:
@@ -228,7 +192,7 @@ class Devchain:
             self._check_chain()
             self.provision()
             self.dump(force=True)
-            _write_atomically(self.running_file, orjson.dumps(self._running_record()))
+            write_atomically(self.running_file, orjson.dumps(self._running_record()))
         except BaseException:
             self._shutdown(dump=False)
             raise
@@ -278,9 +242,9 @@ class Devchain:
     def _kill_stale_anvil(self) -> None:
         # We hold the lock, so any recorded anvil outlived its owner (which PR_SET_PDEATHSIG
         # normally prevents). Its unsaved state is gone either way; do not leave it running.
-        record = _read_json(self.running_file)
+        record = read_json(self.running_file)
         pid = record.get("anvilPid") if record else None
-        if isinstance(pid, int) and _is_anvil(pid):
+        if isinstance(pid, int) and is_anvil(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(FileNotFoundError):
@@ -355,7 +319,7 @@ class Devchain:
             state = gzip.decompress(bytes.fromhex(result[2:]))  # --load-state reads plain JSON
             if not force and state == self._last_dump:
                 return False
-            _write_atomically(self.state_file, state)
+            write_atomically(self.state_file, state)
             self._last_dump = state
             return True
 
@@ -384,87 +348,11 @@ class Devchain:
             self._anvil = self._spawn(binary, dead.port)  # same port: clients keep their URL
             self.provision()
             self.restarts += 1
-            _write_atomically(self.running_file, orjson.dumps(self._running_record()))
+            write_atomically(self.running_file, orjson.dumps(self._running_record()))
             log.warning("devchain_restarted", rpc_url=self.rpc_url, from_state=True)
         except (ChainError, OSError) as exc:
             self._anvil = dead  # try again next interval
             log.error("devchain_restart_failed", error=str(exc))
-
-
-# ---- reading another process's chain; reset ----
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _is_anvil(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"anvil" in cmdline.split(b"\0", 1)[0]
-
-
-def _owner_alive(data_dir: Path) -> bool:
-    lock_file = devchain_dir(data_dir) / "owner.lock"
-    if not lock_file.exists():
-        return False
-    fd = os.open(lock_file, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also releases the lock if we got it
-    return False
-
-
-def running_devchain(data_dir: Path) -> DevchainInfo | None:
-    """The chain a live process (``paysign serve``) runs for ``data_dir``; None when none does."""
-    if not _owner_alive(data_dir):
-        return None
-    record = _read_json(devchain_dir(data_dir) / "running.json")
-    if record is None:
-        return None  # its owner is still starting it, or stopping it
-    return DevchainInfo(
-        rpc_url=str(record["rpcUrl"]),
-        chain_id=int(record["chainId"]),
-        usdc=str(record["usdc"]),
-        treasury=str(record["treasury"]),
-    )
-
-
-def reset_devchain(data_dir: Path) -> dict[str, Any]:
-    """Forget the saved chain so the next start is a fresh one; returns what was forgotten.
-
-    Refused (``DevchainRunning``) while a process runs the chain: swapping the chain under a
-    live server would leave it talking to a chain whose history it no longer matches.
-    """
-    directory = devchain_dir(data_dir)
-    if _owner_alive(data_dir):
-        raise DevchainRunning(
-            f"a dev chain is running for {data_dir} (paysign serve): stop the server, then reset"
-        )
-    state_file = directory / "state.json"
-    forgot: dict[str, Any] | None = None
-    if state_file.exists():
-        size = state_file.stat().st_size
-        state = _read_json(state_file) or {}
-        forgot = {
-            "blocks": state.get("best_block_number"),
-            "transactions": len(state.get("transactions") or ()),
-            "accounts": len(state.get("accounts") or {}),
-            "bytes": size,
-        }
-        state_file.unlink()
-    with contextlib.suppress(FileNotFoundError):
-        (directory / "running.json").unlink()  # stale: its owner is gone
-    return {"stateFile": str(state_file.resolve()), "forgot": forgot}
 
 
 @contextlib.contextmanager

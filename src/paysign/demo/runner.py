@@ -34,7 +34,7 @@ import click
 import httpx
 import uvicorn
 
-from paysign.chain.devchain import running_devchain
+from paysign.chain.devchain_files import running_devchain
 from paysign.config import Settings
 from paysign.demo.facilitator import LocalFacilitator
 from paysign.demo.sellers import DemoSellers
