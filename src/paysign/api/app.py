@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from paysign.api.catalog import make_catalog_endpoints
+from paysign.api.direct import DirectRoutingApp
 from paysign.api.faucet import make_faucet_endpoint
 from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
@@ -37,6 +38,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     store = signing_store_for(runtime.db)
     deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or catalog)
     public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
+    sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes)
     openapi = openapi_document(settings.resolved_base_url, problem_base)
 
     async def openapi_json(request: Request) -> Response:
@@ -80,11 +82,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         *connector_routes,
         *oauth_routes,  # oauth (issue 6 item 4)
         *create_portal(runtime),  # portal (issue 7): the web portal at /portal
-        Route(
-            "/wallets/signatures",
-            SignatureEndpoint(deps, problem_base, settings.max_body_bytes),
-            methods=["POST"],
-        ),
+        Route("/wallets/signatures", sign, methods=["POST"]),
         Route(
             "/wallets/testnet/funds",
             make_faucet_endpoint(runtime, deps, problem_base),
@@ -99,7 +97,10 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
     ]
     handlers: dict[Any, Any] = {HTTPException: http_error}
-    app = Starlette(routes=routes, exception_handlers=handlers)
+    app = DirectRoutingApp(routes=routes, exception_handlers=handlers)
+    # The agent's hot path skips the router (the Route above still answers 405 to other
+    # methods); it keeps the request id, the log event and the 500 guard.
+    app.add_direct_route("POST", "/wallets/signatures", RequestLogMiddleware(sign, problem_base))
     app.state.catalog = catalog
     app.state.connector = connector  # issue 6
     app.add_middleware(RequestLogMiddleware, problem_base=problem_base)

@@ -8,7 +8,9 @@ signature, is what decides this endpoint's speed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -24,8 +26,16 @@ from paysign.errors import (
     UnsupportedMediaType,
 )
 from paysign.protocol import SignedPayment
-from paysign.services.keys import bearer_token
-from paysign.services.signing import SigningDeps, authenticate, sign_payment
+from paysign.services.keys import bearer_token, looks_like_api_key
+from paysign.services.signing import (
+    SigningDeps,
+    SigningOutcome,
+    authenticate,
+    by_api_key,
+    settled,
+    signing_work,
+)
+from paysign.store.group_commit import GroupCommitter
 
 T = TypeVar("T")
 
@@ -36,10 +46,13 @@ _PROBLEM_JSON = b"application/problem+json"
 
 async def call_store(deps: SigningDeps, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a use case that talks to the signing store: on the loop for in-process SQLite
-    (microseconds, cheaper than a thread hop), in a worker thread otherwise."""
+    (microseconds, cheaper than a thread hop), on the store's own threads otherwise."""
     if deps.store.inline:
         return function(*args, **kwargs)
-    return await run_in_threadpool(function, *args, **kwargs)
+    if deps.store.executor is None:
+        return await run_in_threadpool(function, *args, **kwargs)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(deps.store.executor, partial(function, *args, **kwargs))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -103,18 +116,20 @@ async def respond(
 
 
 class SignatureEndpoint:
-    """The ASGI app for ``POST /wallets/signatures``."""
+    """The ASGI app for ``POST /wallets/signatures``; concurrent requests share transactions
+    (``store.group_commit``)."""
 
     def __init__(self, deps: SigningDeps, problem_base: str, max_body_bytes: int) -> None:
         self.deps = deps
         self.problem_base = problem_base
         self.max_body_bytes = max_body_bytes
+        self.committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deps = self.deps
         token = bearer_token(_header(scope, b"authorization"))
         try:
-            if token is None:
+            if token is None or not looks_like_api_key(token):
                 raise NotAuthenticated("Unauthorized")
             try:
                 sandbox = sandbox_requested(scope)
@@ -123,7 +138,8 @@ class SignatureEndpoint:
                 # An unauthenticated caller learns nothing from a 4xx: check the key first.
                 await call_store(deps, authenticate, deps, token)
                 raise
-            signed = await call_store(deps, sign_payment, deps, token, body, sandbox=sandbox)
+            work = signing_work(deps, by_api_key(token), body, sandbox=sandbox)
+            signed = settled(await self.committer.run(work))
         except NotAuthenticated:
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])

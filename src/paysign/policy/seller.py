@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote, unquote, unquote_to_bytes, urlsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -48,8 +49,13 @@ class SellerLocation:
         return f"{self.host}{self.path}"
 
 
+@lru_cache(maxsize=4096)
 def seller_location(url: str) -> SellerLocation:
-    """``ValueError`` when the URL has no http(s) scheme or no host."""
+    """``ValueError`` when the URL has no http(s) scheme or no host.
+
+    Memoised: agents pay the same few sellers over and over, and the answer (an immutable
+    value) depends on the string alone. Errors are not cached.
+    """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:

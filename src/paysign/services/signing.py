@@ -27,7 +27,7 @@ from paysign.errors import (
     SandboxNetworkMismatch,
 )
 from paysign.policy.caps import windows_at
-from paysign.policy.decide import Decision, Outcome, Tier, decide
+from paysign.policy.decide import Decision, Outcome, decide
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
@@ -152,22 +152,49 @@ def sign_payment_for(
     Everything — the holder lookup, the rules, the refusal or the reservation and the record —
     happens in one transaction: one lock cycle, one commit, and a consistent view.
     """
+    work = signing_work(deps, load_holder, body, sandbox=sandbox)
+    with deps.store.transaction() as tx:
+        outcome = work(tx)
+    return settled(outcome)
+
+
+#: What a signing request comes to once its transaction is committed: the signed payment, or
+#: the error to answer with (a refusal is recorded in that transaction).
+SigningOutcome = SignedPayment | PaysignError
+
+
+def settled(outcome: SigningOutcome) -> SignedPayment:
+    """The signed payment, or raises the outcome's error (only once it is committed)."""
+    if isinstance(outcome, PaysignError):
+        raise outcome
+    return outcome
+
+
+def signing_work(
+    deps: SigningDeps, load_holder: HolderLoader, body: object, *, sandbox: bool
+) -> Callable[[SigningTransaction], SigningOutcome]:
+    """The part of a signing request that runs inside a store transaction.
+
+    It returns every expected outcome instead of raising, so that it can share a transaction
+    with other requests (``store.group_commit``); it only raises on a fault, and may then be run
+    again in a fresh transaction.
+    """
     try:
         request, seller = _validated(deps, body, sandbox)
         invalid: PaysignError | None = None
     except PaysignError as exc:
         invalid = exc
     now = deps.clock.now()
-    # The tier comes from the catalog snapshot, before the transaction: it may refresh the
-    # snapshot with a query, which must not wait for a pool slot while holding one.
-    tier = deps.tiers.tier_of(seller) if invalid is None else Tier.OPEN_ECOSYSTEM
-    refusal: PaymentRefused | None = None
-    with deps.store.transaction() as tx:
+
+    def work(tx: SigningTransaction) -> SigningOutcome:
         holder = load_holder(tx, now)
         if holder is None:
-            raise NotAuthenticated("Unauthorized")
+            return NotAuthenticated("Unauthorized")
         if invalid is not None:
-            raise invalid
+            return invalid
+        # The catalog snapshot may refresh itself with a query: through the reader, never
+        # through the signing store's connection, so it cannot wait on what this one holds.
+        tier = deps.tiers.tier_of(seller)
         attempt = Attempt(holder, request, seller, sandbox, now)
         decision = decide(
             holder.policy,
@@ -182,10 +209,11 @@ def sign_payment_for(
         if refusal is not None:
             pending = seller if decision.outcome is Outcome.PENDING else None
             tx.record_refusal(attempt.refusal_record(refusal, rule), pending)
-    if refusal is not None:
-        raise refusal
-    assert attempt.signed is not None  # allowed and within the caps: it was signed
-    return attempt.signed
+            return refusal
+        assert attempt.signed is not None  # allowed and within the caps: it was signed
+        return attempt.signed
+
+    return work
 
 
 def _sign_within_caps(
@@ -246,9 +274,12 @@ __all__ = [
     "HolderLoader",
     "PaymentRefused",
     "SigningDeps",
+    "SigningOutcome",
     "authenticate",
     "by_account",
     "by_api_key",
+    "settled",
     "sign_payment",
     "sign_payment_for",
+    "signing_work",
 ]

@@ -13,7 +13,7 @@ PostgreSQL it is a plain transaction; row-level guards in the statements do the 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,6 +37,7 @@ class Database:
         self.url = normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self._write_lock = threading.Lock() if self.is_sqlite else None
+        self._on_dispose: list[Callable[[], None]] = []
         if self.is_sqlite:
             self.writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")
@@ -95,7 +96,13 @@ class Database:
             yield conn
             conn.rollback()
 
+    def on_dispose(self, close: Callable[[], None]) -> None:
+        """Run ``close`` when the database is disposed (connections opened beside the engine)."""
+        self._on_dispose.append(close)
+
     def dispose(self) -> None:
+        for close in self._on_dispose:
+            close()
         self.writer.dispose()
         if self.reader is not self.writer:
             self.reader.dispose()

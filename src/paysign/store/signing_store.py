@@ -16,6 +16,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +27,7 @@ from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
+from paysign.store.pg_pool import SIGNING_CONNECTIONS, ConnectionPool, connector_for
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import KeyHolder, SignatureRecord
 
@@ -141,6 +143,8 @@ class SigningTransaction(Protocol):
 class SigningStore(Protocol):
     #: True when calls are short enough to make on the event loop itself (SQLite in-process).
     inline: bool
+    #: Where the calls run when they are not inline.
+    executor: Executor | None
 
     def transaction(self) -> AbstractContextManager[SigningTransaction]:
         """Commits when the block ends normally, rolls back when it raises."""
@@ -289,6 +293,7 @@ class SqliteSigningStore:
     (``BEGIN IMMEDIATE``). One transaction per request, reads included: one lock cycle."""
 
     inline = True
+    executor: Executor | None = None
 
     def __init__(self, path: str, *, checkpoint_every: float = 1.0) -> None:
         self._conn = _connect(path)
@@ -310,7 +315,14 @@ class SqliteSigningStore:
         conn = _connect(path)
         try:
             while not self._stop.wait(every):
+                # The bulk of the copy, beside the writer. Under steady load that never ends
+                # the WAL, though: a writer starts it over only when a checkpoint has copied
+                # every frame, and frames keep arriving. So the last few are copied with the
+                # writer paused (milliseconds), and the next transaction starts the WAL over;
+                # otherwise it grows by megabytes a second and every read slows down with it.
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                with self._lock:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         finally:
             conn.close()
 
@@ -349,31 +361,29 @@ _NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 
 class PostgresSigningStore:
-    """Pooled psycopg connections (from the engine's pool), used from worker threads."""
+    """Pooled psycopg connections of its own (``pg_pool``), used from its own worker threads."""
 
     inline = False
 
-    def __init__(self, db: Database) -> None:
-        self._engine = db.writer
+    def __init__(self, db: Database, *, connections: int = SIGNING_CONNECTIONS) -> None:
+        self._pool = ConnectionPool(connector_for(db), connections)
+        self.executor: Executor | None = self._pool.executor
+        db.on_dispose(self.close)
 
     @contextmanager
     def transaction(self) -> Iterator[SigningTransaction]:
-        conn = self._engine.raw_connection()
-        try:
-            cur = conn.cursor()
+        with self._pool.connection() as conn:
             try:
-                yield _SqlTransaction(cur, _pyformat)
-            finally:
-                cur.close()
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-        finally:
-            conn.close()
+                with conn.cursor() as cur:
+                    yield _SqlTransaction(cur, _pyformat)
+                conn.commit()
+            except BaseException:
+                if not conn.closed:
+                    conn.rollback()
+                raise
 
     def close(self) -> None:
-        return None
+        self._pool.close()
 
 
 @lru_cache(maxsize=128)

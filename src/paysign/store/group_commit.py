@@ -1,0 +1,132 @@
+"""Group commit: the signing transactions that queue up while one is running share the next one.
+
+A signing request is a piece of *work* run inside a store transaction. Under load, dozens
+arrive together; each paying for its own BEGIN/COMMIT (a WAL write, an fsync on PostgreSQL)
+and, on one busy account, waiting for the previous request's row lock until its commit, is
+what limits throughput. Here the work queued while a batch is in flight runs as the next batch:
+one after the other in one transaction, so each still sees the effects of the ones before
+(a cap reservation never sums past a cap), then one commit, then every answer.
+
+Isolation between requests: a work never raises for an expected outcome (a refusal is a
+value it returns, recorded in the transaction); anything it *raises* is unexpected. Then the
+whole batch is rolled back and each work is run again alone, in its own transaction, so one
+request's failure can never change another's outcome (at worst, the others sign again with a
+fresh nonce: nothing from the rolled-back batch was ever answered). The same happens when the
+commit itself fails, and to a batch of one: a connection the server closed while it sat idle
+costs a retry on a fresh one, not an error.
+
+In-process SQLite runs a batch on the event loop (``store.inline``) at the end of the loop
+iteration in which its requests arrived; other stores run up to ``max_inflight`` batches on the
+store's own threads, and a request that finds a free slot starts one at once (no added wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import partial
+from typing import Generic, TypeVar
+
+from paysign.store.signing_store import SigningStore, SigningTransaction
+
+T = TypeVar("T")
+
+Work = Callable[[SigningTransaction], T]
+
+#: The most requests one transaction takes: bounds how long the first of them waits.
+MAX_BATCH = 64
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class GroupCommitter(Generic[T]):
+    def __init__(
+        self, store: SigningStore, *, max_inflight: int = 2, max_batch: int = MAX_BATCH
+    ) -> None:
+        self._store = store
+        self._max_inflight = 1 if store.inline else max_inflight
+        self._max_batch = max_batch
+        self._queue: list[tuple[Work[T], asyncio.Future[T]]] = []
+        self._inflight = 0
+
+    async def run(self, work: Work[T]) -> T:
+        """``work(tx)``'s result, once the transaction it ran in is committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.append((work, future))
+        if self._store.inline:
+            if self._inflight == 0:
+                self._inflight = 1
+                loop.call_soon(self._flush_inline)
+        else:
+            self._start_batches(loop)
+        return await future
+
+    def _take(self) -> list[tuple[Work[T], asyncio.Future[T]]]:
+        batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+        return batch
+
+    def _flush_inline(self) -> None:
+        try:
+            while self._queue:
+                batch = self._take()
+                _settle(batch, self.run_batch([work for work, _ in batch]))
+        finally:
+            self._inflight = 0
+
+    def _start_batches(self, loop: asyncio.AbstractEventLoop) -> None:
+        while self._queue and self._inflight < self._max_inflight:
+            batch = self._take()
+            self._inflight += 1
+            done = loop.run_in_executor(
+                self._store.executor, self.run_batch, [work for work, _ in batch]
+            )
+            done.add_done_callback(partial(self._finished, loop, batch))
+
+    def _finished(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[Work[T], asyncio.Future[T]]],
+        done: asyncio.Future[list[T | _Failed]],
+    ) -> None:
+        self._inflight -= 1
+        error = done.exception()
+        if error is not None:  # only a BaseException escapes run_batch
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+        else:
+            _settle(batch, done.result())
+        self._start_batches(loop)
+
+    def run_batch(self, works: list[Work[T]]) -> list[T | _Failed]:
+        """Every work in one transaction; each alone in its own when anything fails."""
+        try:
+            with self._store.transaction() as tx:
+                results: list[T | _Failed] = [work(tx) for work in works]
+            return results
+        except Exception:  # noqa: S110 - each work runs again and keeps its own error
+            pass
+        return [self._alone(work) for work in works]
+
+    def _alone(self, work: Work[T]) -> T | _Failed:
+        try:
+            with self._store.transaction() as tx:
+                return work(tx)
+        except Exception as exc:
+            return _Failed(exc)
+
+
+def _settle(batch: list[tuple[Work[T], asyncio.Future[T]]], outcomes: list[T | _Failed]) -> None:
+    for (_, future), outcome in zip(batch, outcomes, strict=True):
+        if future.done():  # the request was cancelled (its client went away)
+            continue
+        if isinstance(outcome, _Failed):
+            future.set_exception(outcome.error)
+        else:
+            future.set_result(outcome)

@@ -1,0 +1,148 @@
+"""Group commit (store/group_commit.py) on SQLite and PostgreSQL: requests that share a
+transaction keep their own outcomes, caps hold across a batch, and each batch sees the keys
+and policy as they are when it runs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from conftest import signature_body
+from paysign.errors import NotAuthenticated, PaysignError, SpendCapExceeded
+from paysign.policy.caps import day_window
+from paysign.protocol import SignedPayment
+from paysign.services import keys, policy
+from paysign.services.signing import (
+    SigningDeps,
+    SigningOutcome,
+    by_api_key,
+    settled,
+    signing_work,
+)
+from paysign.store import policy_repo
+from paysign.store import repositories as repo
+from paysign.store.group_commit import GroupCommitter
+from paysign.store.signing_store import SigningTransaction
+
+Work = Callable[[SigningTransaction], SigningOutcome]
+
+
+@pytest.fixture
+def deps(runtime, signing_store) -> SigningDeps:
+    return SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
+
+
+def work_for(deps: SigningDeps, account, *, amount: int = 10_000) -> Work:
+    body = signature_body(amount=str(amount))
+    return signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False)
+
+
+async def run_all(committer: GroupCommitter[SigningOutcome], works: list[Work]) -> list[object]:
+    return await asyncio.gather(*(committer.run(w) for w in works), return_exceptions=True)
+
+
+def ledger(runtime, account) -> tuple[list[repo.SignatureRecord], list[policy_repo.RefusalRecord]]:
+    with runtime.db.read() as conn:
+        return (
+            repo.signatures_of(conn, account["account_id"]),
+            list(policy_repo.refusals_of(conn, account["account_id"])),
+        )
+
+
+class Boom(Exception):
+    pass
+
+
+def failing(deps: SigningDeps, account) -> Work:
+    """A request that writes (a reservation and its record), then faults."""
+    inner = work_for(deps, account)
+
+    def work(tx: SigningTransaction) -> SigningOutcome:
+        inner(tx)
+        raise Boom("the vault is unreachable")
+
+    return work
+
+
+def test_concurrent_requests_share_transactions_and_all_sign(deps, runtime, account) -> None:
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(40)]))
+    assert all(isinstance(o, SignedPayment) for o in outcomes)
+    assert len({o.nonce for o in outcomes if isinstance(o, SignedPayment)}) == 40
+    signatures, _ = ledger(runtime, account)
+    assert len(signatures) == 40
+
+
+def test_one_failing_request_fails_alone(deps, runtime, account, clock) -> None:
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    works = [work_for(deps, account) for _ in range(30)]
+    works.insert(7, failing(deps, account))
+    outcomes = asyncio.run(run_all(committer, works))
+    assert isinstance(outcomes[7], Boom)
+    others = outcomes[:7] + outcomes[8:]
+    assert all(isinstance(o, SignedPayment) for o in others)
+    signatures, _ = ledger(runtime, account)
+    # Nothing of the failed request stays: neither its record nor its reservation.
+    assert {s.nonce for s in signatures} == {o.nonce for o in others}  # type: ignore[union-attr]
+    with runtime.db.read() as conn:
+        assert policy_repo.spent_in(conn, account["account_id"], day_window(clock.now())) == (
+            30 * 10_000
+        )
+
+
+def test_a_batch_never_passes_the_cap_and_records_every_refusal(
+    deps, runtime, account, clock
+) -> None:
+    doc = policy.get_policy(runtime.db, email=account["email"])
+    doc["caps"].update({"perPayment": None, "daily": 5 * 100_000})
+    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=doc)
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    outcomes = asyncio.run(
+        run_all(committer, [work_for(deps, account, amount=100_000) for _ in range(20)])
+    )
+    signed = [o for o in outcomes if isinstance(o, SignedPayment)]
+    refused = [o for o in outcomes if isinstance(o, SpendCapExceeded)]
+    assert (len(signed), len(refused)) == (5, 15)
+    signatures, refusals = ledger(runtime, account)
+    assert (len(signatures), len(refusals)) == (5, 15)
+
+
+def test_a_key_revoked_between_batches_is_refused_by_the_next(deps, runtime, account) -> None:
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+
+    async def scenario() -> tuple[list[object], list[object]]:
+        first = await run_all(committer, [work_for(deps, account) for _ in range(5)])
+        keys.revoke_key(runtime.db, runtime.clock, email=account["email"])
+        second = await run_all(committer, [work_for(deps, account) for _ in range(5)])
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert all(isinstance(o, SignedPayment) for o in first)
+    assert all(isinstance(o, NotAuthenticated) for o in second)
+
+
+def test_outcomes_are_raised_only_once_committed(deps, account) -> None:
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    outcome = asyncio.run(committer.run(work_for(deps, {**account, "api_key": "psk_" + "x" * 40})))
+    assert isinstance(outcome, PaysignError)
+    with pytest.raises(NotAuthenticated):
+        settled(outcome)
+
+
+def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account) -> None:
+    if runtime.db.is_sqlite:
+        pytest.skip("PostgreSQL connections only")
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    assert all(
+        isinstance(o, SignedPayment)
+        for o in asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
+    )
+    pids = [conn.info.backend_pid for conn, _ in deps.store._pool._idle]
+    assert pids
+    with runtime.db.write() as conn:
+        for pid in pids:  # only this store's own connections
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+    outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
+    assert all(isinstance(o, SignedPayment) for o in outcomes)
