@@ -8,8 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, expect
 
-from conftest import FrozenClock, signature_body
+from conftest import FrozenClock, LiveServer, signature_body
 from paysign.bootstrap import Runtime
 from paysign.services import accounts, keys, policy
 from portal.conftest import code, csrf_of, error_of, signed_in
@@ -144,3 +145,38 @@ def test_one_by_one_still_works_beside_the_selection(queue: Queue) -> None:
     )
     assert one.status_code == 200 and f"{queue.sellers[1]}: denied (deny list)." in one.text
     assert queue.sellers[1] not in queue.policy()["pending"]
+
+
+def test_select_all_in_a_real_browser(
+    queue: Queue, chromium: Browser, server: LiveServer, runtime: Runtime
+) -> None:
+    """With the portal's script the header box ticks every seller and one code approves them
+    all; without it the box stays hidden and each seller can still be ticked by hand."""
+    cookies = [
+        {"name": c.name, "value": c.value or "", "url": server.url}
+        for c in queue.browser.cookies.jar
+    ]
+    plain = chromium.new_context(base_url=server.url, java_script_enabled=False)
+    try:
+        plain.add_cookies(cookies)  # type: ignore[arg-type]
+        page = plain.new_page()
+        page.goto("/portal/approvals")
+        expect(page.locator("#select-all")).to_be_hidden()
+    finally:
+        plain.close()
+
+    context = chromium.new_context(base_url=server.url)
+    try:
+        context.add_cookies(cookies)  # type: ignore[arg-type]
+        page = context.new_page()
+        page.goto("/portal/approvals")
+        page.locator("#select-all").check()
+        for seller in queue.sellers:
+            expect(page.get_by_label(f"Select {seller}")).to_be_checked()
+        page.fill("#bulk-totp", queue.fresh_code())
+        with page.expect_navigation():
+            page.get_by_role("button", name="Approve selected", exact=True).click()
+        expect(page.locator("#no-pending")).to_be_visible()
+    finally:
+        context.close()
+    assert all(seller in queue.policy()["allow"] for seller in queue.sellers)

@@ -1,6 +1,7 @@
-// The portal's only script: copy buttons. Served from the portal itself ('self' is the only
-// script source the CSP allows, never inline). The pages work without it: the buttons start
-// hidden and the text they copy is shown and selectable anyway.
+// The portal's only script: copy buttons and "select all" boxes. Served from the portal itself
+// ('self' is the only script source the CSP allows, never inline). The pages work without it:
+// the controls start hidden, the text they copy is shown and selectable, and each checkbox can
+// be ticked by hand.
 "use strict";
 
 document.querySelectorAll("button[data-copy]").forEach(function (button) {
@@ -26,5 +27,14 @@ document.querySelectorAll("button[data-copy]").forEach(function (button) {
         if (status) { status.textContent = "Could not copy: the key is selected, copy it with Ctrl+C."; }
       }
     );
+  });
+});
+
+// A "select all" box ticks (or clears) every checkbox of the form it names.
+document.querySelectorAll("input[data-select-all]").forEach(function (all) {
+  var selector = 'input[type="checkbox"][form="' + all.getAttribute("data-select-all") + '"]';
+  all.hidden = false;
+  all.addEventListener("change", function () {
+    document.querySelectorAll(selector).forEach(function (box) { box.checked = all.checked; });
   });
 });
