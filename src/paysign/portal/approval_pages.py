@@ -61,9 +61,10 @@ class ApprovalPages:
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
             await run_in_threadpool(
-                self.portal.service.decide,
+                decisions.decide_many,
+                self.portal.service,
                 session.account_id,
-                seller,
+                [seller],
                 kind,
                 form.get("totp", ""),
             )

@@ -1,4 +1,4 @@
-"""The approvals queue in bulk: several pending sellers approved or denied as one change.
+"""The approvals queue: one pending seller, or several, approved or denied as one change.
 
 Every seller is checked before anything is written, one fresh authenticator code covers an
 approval of them all (it loosens the policy), and the rules are written in one transaction —
@@ -12,6 +12,7 @@ from typing import Literal
 from paysign.errors import InvalidPolicy
 from paysign.policy.rules import Rule, parse_rule
 from paysign.portal.service import PortalService
+from paysign.services import policy
 from paysign.store import policy_repo
 from paysign.store.policy_repo import PendingSeller
 
@@ -48,9 +49,7 @@ def decide_many(
         rules.setdefault(str(rule), rule)
     if kind == "allow":
         service.credentials.fresh_code(account_id, code)
-    now = service.clock.now()
-    with service.db.write() as conn:
-        for rule in rules.values():
-            policy_repo.add_rule(conn, account_id, kind, rule, now)
-            policy_repo.resolve_pending(conn, account_id, rule)
+    policy.decide_rules(
+        service.db, service.clock, account_id=account_id, rules=list(rules.values()), kind=kind
+    )
     return list(rules)

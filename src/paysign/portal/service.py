@@ -9,7 +9,7 @@ import copy
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyotp
 from argon2 import PasswordHasher
@@ -21,11 +21,9 @@ from paysign.errors import (
     AccountNotFound,
     InvalidAccountInput,
     InvalidKeyExpiry,
-    InvalidPolicy,
 )
 from paysign.policy.caps import day_window, month_window
 from paysign.policy.document import parse_policy_document
-from paysign.policy.rules import parse_rule
 from paysign.portal.sessions import Session, Sessions, digest
 from paysign.services import accounts, activity, keys, policy
 from paysign.services.accounts import MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH
@@ -35,9 +33,10 @@ from paysign.services.sign_in import (
     CredentialsRefused,
     SignInLimits,
 )
-from paysign.store import oauth_repo, policy_repo, portal_repo
+from paysign.store import activity_repo, oauth_repo, policy_repo, portal_repo
+from paysign.store.activity_repo import ActivityFilters, ActivityRow
 from paysign.store.policy_repo import PendingSeller
-from paysign.store.portal_repo import KeyRow, PaymentRow
+from paysign.store.portal_repo import KeyRow
 
 
 def active_key(rows: list[KeyRow], now: int) -> KeyRow | None:
@@ -50,6 +49,10 @@ RESET_EXPIRED = "This authenticator reset has expired. Start again; nothing was 
 
 def _reset_context(session: Session) -> str:
     return f"totp-reset:{session.account_id}:{digest(session.id)}"
+
+
+#: The dashboard's recent payments: the activity list's newest signatures.
+RECENT_PAYMENTS = ActivityFilters(decision="signed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ class Overview:
     #: (window name, spent, cap or None) for today and this month (UTC), in base units.
     spend: list[tuple[str, int, int | None]]
     #: The latest few signatures, newest first.
-    recent: list[PaymentRow]
+    recent: list[ActivityRow]
 
 
 class PortalService:
@@ -170,7 +173,7 @@ class PortalService:
                 portal_repo.keys_of(conn, account_id),
                 policy_repo.pending_of(conn, account_id),
                 spend,
-                portal_repo.recent_payments(conn, account_id),
+                activity_repo.page(conn, account_id, RECENT_PAYMENTS, limit=5),
             )
 
     def activity(self, account_id: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -283,24 +286,6 @@ class PortalService:
 
     def revoke_key(self, account_id: str) -> None:
         keys.revoke_key(self.db, self.clock, email=self.email_of(account_id))
-
-    def decide(
-        self, account_id: str, seller: str, kind: Literal["allow", "deny"], code: str = ""
-    ) -> dict[str, Any]:
-        """Approve (allow list: it loosens the policy, so a fresh authenticator code first) or
-        deny (tightens: no code). Raises ``InvalidPolicy`` or ``CredentialsRefused``."""
-        email = self.email_of(account_id)
-        if kind == "allow":
-            parse_rule_or_refuse(seller)  # checked before a code is spent
-            self.credentials.fresh_code(account_id, code)
-        return policy.decide_seller(self.db, self.clock, email=email, seller=seller, kind=kind)
-
-
-def parse_rule_or_refuse(seller: str) -> None:
-    try:
-        parse_rule(seller)
-    except ValueError as exc:
-        raise InvalidPolicy("/seller", str(exc)) from None
 
 
 # ---- the policy page ----

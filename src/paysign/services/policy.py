@@ -6,6 +6,7 @@ changes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from paysign.clock import Clock
@@ -54,10 +55,27 @@ def decide_seller(
     pending sellers it covers are settled."""
     rule = _rule(seller)
     account = require_account(db, email)
-    with db.write() as conn:
-        policy_repo.add_rule(conn, account.id, kind, rule, clock.now())
-        settled = policy_repo.resolve_pending(conn, account.id, rule)
+    settled = decide_rules(db, clock, account_id=account.id, rules=[rule], kind=kind)
     return {"rule": str(rule), "list": kind, "pendingResolved": settled}
 
 
-__all__ = ["PolicyDocument", "decide_seller", "get_policy", "set_policy"]
+def decide_rules(
+    db: Database,
+    clock: Clock,
+    *,
+    account_id: str,
+    rules: Sequence[Rule],
+    kind: Literal["allow", "deny"],
+) -> int:
+    """Put every rule on one list (off the other) and settle the pending sellers they cover,
+    in one transaction: all or none. Returns how many pending sellers were settled."""
+    now = clock.now()
+    settled = 0
+    with db.write() as conn:
+        for rule in rules:
+            policy_repo.add_rule(conn, account_id, kind, rule, now)
+            settled += policy_repo.resolve_pending(conn, account_id, rule)
+    return settled
+
+
+__all__ = ["PolicyDocument", "decide_rules", "decide_seller", "get_policy", "set_policy"]

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from paysign.store.policy_repo import load_settings
 from paysign.store.repositories import AccountRecord, KeyHolder
-from paysign.store.schema import accounts, api_keys, portal_sessions, signatures, wallets
+from paysign.store.schema import accounts, api_keys, portal_sessions, wallets
 
 
 def find_account(conn: Connection, account_id: str) -> AccountRecord | None:
@@ -151,29 +151,3 @@ def wallet_holder(conn: Connection, account_id: str) -> KeyHolder | None:
         last_used_at=None,
         policy=load_settings(conn, account_id),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class PaymentRow:
-    created_at: int
-    seller_host: str
-    seller_path: str
-    amount: int
-    network: str
-    sandbox: bool
-    status: str
-
-
-def recent_payments(conn: Connection, account_id: str, limit: int = 5) -> list[PaymentRow]:
-    """The account's latest signatures, newest first: one indexed read of ``limit`` rows
-    (ix_signatures_account_created), whatever the history's length."""
-    c = signatures.c
-    rows = conn.execute(
-        sa.select(
-            c.created_at, c.seller_host, c.seller_path, c.amount, c.network, c.sandbox, c.status
-        )
-        .where(c.account_id == account_id)
-        .order_by(c.created_at.desc(), c.id.desc())
-        .limit(limit)
-    ).all()
-    return [PaymentRow(*row) for row in rows]
