@@ -9,7 +9,6 @@ import dataclasses
 import html
 import re
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -19,8 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 from conftest import FrozenClock, LiveServer, free_port, signature_body
 from paysign.api.app import create_app
 from paysign.bootstrap import Runtime
-from paysign.chain.testnet import SandboxChain
-from paysign.portal.sandbox_wallet import BALANCE_TIMEOUT_SECONDS
+from paysign.chain.testnet import READ_TIMEOUT_SECONDS, SandboxChain
 from paysign.services import accounts, keys, policy
 from portal.browser_support import ARTIFACTS as TEST_ARTIFACTS
 from portal.conftest import PASSWORD, code, csrf_of, error_of, sign_in, signed_in
@@ -163,13 +161,12 @@ def test_a_silent_chain_costs_the_page_only_a_short_wait(
             httpx.Client(base_url=server.url, timeout=30) as browser,
         ):
             signed_in(browser, holder, runtime.clock)  # type: ignore[arg-type]
-            started = time.monotonic()
-            page = browser.get("/portal/")
-            waited = time.monotonic() - started
+            # The holder's patience, generous: well past the balance read's own limit, short
+            # of the chain client's 10 s for sends, which a balance read must not wait for.
+            page = browser.get("/portal/", timeout=4 * READ_TIMEOUT_SECONDS)
         chain.close()
     assert page.status_code == 200
     assert _balance_of(page).startswith("balance unavailable")
-    assert waited < 2 * BALANCE_TIMEOUT_SECONDS + 2
 
 
 @pytest.fixture

@@ -25,6 +25,10 @@ from paysign.protocol import checksum_address, parse_address
 TREASURY_LOCK_NAME = "testnet-treasury.lock"
 
 
+#: How long a balance read may take before it counts as the chain being unavailable.
+READ_TIMEOUT_SECONDS = 2.0
+
+
 def treasury_lock_path(data_dir: Path) -> Path:
     """The file every process on this machine locks around a treasury send."""
     return data_dir / TREASURY_LOCK_NAME
@@ -49,6 +53,10 @@ class SandboxChain:
     ) -> None:
         self.rpc_url = rpc_url
         self.rpc = JsonRpc(rpc_url, timeout=timeout)
+        # Balance reads are answered at once by a healthy node; someone (a portal page) may be
+        # waiting on them, so they get a client of their own with a short timeout, while
+        # sends keep the long one.
+        self._reads = JsonRpc(rpc_url, timeout=min(timeout, READ_TIMEOUT_SECONDS))
         self.usdc = usdc
         self.treasury = (
             Treasury(self.rpc, treasury_key, lock_path=lock_path)
@@ -78,7 +86,7 @@ class SandboxChain:
 
     def usdc_balance(self, owner: bytes) -> int:
         """USDC base units held by ``owner``."""
-        return self.rpc.erc20_balance(self.usdc, owner)
+        return self._reads.erc20_balance(self.usdc, owner)
 
     def authorization_used(self, authorizer: bytes, nonce: bytes) -> bool:
         """USDC's ``authorizationState``: True once the nonce was used or cancelled."""
@@ -96,3 +104,4 @@ class SandboxChain:
 
     def close(self) -> None:
         self.rpc.close()
+        self._reads.close()

@@ -7,16 +7,11 @@ from __future__ import annotations
 import structlog
 
 from paysign.chain.errors import ChainError
-from paysign.chain.rpc import JsonRpc
 from paysign.errors import AccountNotFound
 from paysign.portal.service import PortalService
 from paysign.protocol import parse_address
 from paysign.services import faucet
 from paysign.store import portal_repo
-
-#: The balance is read while the holder waits for the page: a slow node costs at most this
-#: much per connect/read, and the page then says the balance is unavailable.
-BALANCE_TIMEOUT_SECONDS = 2.0
 
 log = structlog.get_logger("paysign.portal")
 
@@ -36,9 +31,8 @@ class SandboxWallet:
         if chain is None or address is None:
             return None
         try:
-            # Its own short-timeout client: the chain's shared one waits up to 10 s for sends.
-            with JsonRpc(chain.rpc_url, timeout=BALANCE_TIMEOUT_SECONDS) as rpc:
-                return rpc.erc20_balance(chain.usdc, parse_address(address))
+            # Short: the chain's reads give up after READ_TIMEOUT_SECONDS.
+            return chain.usdc_balance(parse_address(address))
         except (ChainError, ValueError) as exc:
             log.info("testnet_balance_unavailable", error=type(exc).__name__)
             return None
