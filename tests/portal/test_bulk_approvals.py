@@ -147,6 +147,25 @@ def test_one_by_one_still_works_beside_the_selection(queue: Queue) -> None:
     assert queue.sellers[1] not in queue.policy()["pending"]
 
 
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        ({"decision": "maybe"}, 400),  # neither approve nor deny
+        ({"decision": "allow", "seller": "not a host/x"}, 400),
+        ({"decision": "allow"}, 401),  # approving loosens: no code, no change
+        ({"decision": "deny", "csrf": "forged"}, 403),
+    ],
+)
+def test_one_by_one_refusals_change_nothing(
+    queue: Queue, fields: dict[str, str], status: int
+) -> None:
+    before = queue.policy()
+    page = queue.browser.get("/portal/approvals")
+    form = {"csrf": csrf_of(page), "seller": queue.sellers[0], **fields}
+    assert queue.browser.post("/portal/approvals", data=form).status_code == status
+    assert queue.policy() == before
+
+
 def test_select_all_in_a_real_browser(
     queue: Queue, chromium: Browser, server: LiveServer, runtime: Runtime
 ) -> None:
