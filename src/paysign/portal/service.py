@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from paysign.services.sign_in import (
     CredentialCheck,
     CredentialsRefused,
     SignInLimits,
+    matching_step,
 )
 from paysign.store import activity_repo, oauth_repo, policy_repo, portal_repo
 from paysign.store.activity_repo import ActivityFilters, ActivityRow
@@ -242,17 +242,7 @@ class PortalService:
             raise CredentialsRefused(RESET_EXPIRED) from None
         if int(expires) <= self.clock.now():
             raise CredentialsRefused(RESET_EXPIRED)
-        totp = pyotp.TOTP(secret, interval=TOTP_STEP)
-        current = self.clock.now() // TOTP_STEP
-        digits = code.strip().replace(" ", "")
-        step = next(
-            (
-                s
-                for s in (current, current - 1, current + 1)
-                if hmac.compare_digest(totp.at(s * TOTP_STEP), digits)
-            ),
-            None,
-        )
+        step = matching_step(secret, code, self.clock.now())
         if step is None:
             raise CredentialsRefused(
                 "That code is not from the new authenticator. Nothing was changed."

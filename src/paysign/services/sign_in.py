@@ -219,15 +219,28 @@ class CredentialCheck:
 
     def totp_step(self, account: repo.AccountRecord, code: str) -> int | None:
         """The TOTP step the code matches (the current one ±1), or ``None``."""
-        code = code.strip().replace(" ", "")
-        if not (code.isdigit() and len(code) == 6):
-            return None
         secret = self.vault.open(
             totp_context(account.id), SealedSecret.from_bytes(account.sealed_totp_secret)
         ).decode()
-        totp = pyotp.TOTP(secret, interval=TOTP_STEP)
-        current = self.clock.now() // TOTP_STEP
-        for step in (current, current - 1, current + 1):
-            if hmac.compare_digest(totp.at(step * TOTP_STEP), code):
-                return step
+        return matching_step(secret, code, self.clock.now())
+
+
+def matching_step(secret: str, code: str, now: int) -> int | None:
+    """The TOTP step (the current one, or one step of drift either way) that ``code`` is for.
+
+    >>> secret = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+    >>> code = pyotp.TOTP(secret).at(1_800_000_000)
+    >>> matching_step(secret, code, 1_800_000_030) == 1_800_000_000 // 30
+    True
+    >>> matching_step(secret, "12 34", 1_800_000_000) is None
+    True
+    """
+    code = code.strip().replace(" ", "")
+    if not (code.isdigit() and len(code) == 6):
         return None
+    totp = pyotp.TOTP(secret, interval=TOTP_STEP)
+    current = now // TOTP_STEP
+    for step in (current, current - 1, current + 1):
+        if hmac.compare_digest(totp.at(step * TOTP_STEP), code):
+            return step
+    return None
