@@ -5,9 +5,12 @@ Core expressions cost ~1 ms per request, forty times the signature. The statemen
 same on SQLite and PostgreSQL; only the parameter style differs. The tables are the ones
 declared in ``schema.py`` (migrations own them); ``tests/store`` checks both paths agree.
 
-Per request, one transaction: the key + wallet + policy row, the candidate rules, then either
-the refusal record or a single guarded upsert reserving the day and month windows plus the
-signature insert — so concurrent payments can never sum past a cap.
+A transaction serves a whole batch of requests (``group_commit``) through
+``signing_batch.BatchTransaction``: the key + wallet + policy row and the candidate rules are
+read once, an account's day and month windows are locked once and its caps checked against
+them, and the records and the spend total are written together before the commit, the total
+by one update the database guards with the caps — so concurrent payments can never sum past
+a cap.
 """
 
 from __future__ import annotations
@@ -15,10 +18,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -30,6 +32,7 @@ from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
 from paysign.store.pg_pool import SIGNING_CONNECTIONS, ConnectionPool, connector_for
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import KeyHolder, SignatureRecord
+from paysign.store.signing_batch import BatchTransaction, CapHit, SpendTotal
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
 
@@ -54,6 +57,8 @@ LEFT JOIN policies p ON p.account_id = a.id
 WHERE a.id = :account_id
 """
 
+# Reserves the amount in both windows at once, each only if it stays within its cap; a window
+# left out of the result refused (and the other is then given back, in the same transaction).
 _RESERVE = """
 INSERT INTO spend_windows (account_id, "window", start, spent)
 VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
@@ -62,12 +67,33 @@ WHERE spend_windows.spent + excluded.spent <= COALESCE(
     CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
                           ELSE CAST(:monthly_cap AS BIGINT) END,
     spend_windows.spent + excluded.spent)
-RETURNING "window"
+RETURNING "window", spent
 """
 
-_SPENT = """
-SELECT spent FROM spend_windows WHERE account_id = :account_id AND "window" = :window
-AND start = :start
+_UNRESERVE = """
+UPDATE spend_windows SET spent = spent - :amount
+WHERE account_id = :account_id AND "window" = :window AND start = :start
+"""
+
+# Creates the account's two windows at 0 if need be, and locks them for the transaction (a
+# no-op update on a conflict takes the row lock): what they have spent then stays true until
+# the commit.
+_LOCK_WINDOWS = """
+INSERT INTO spend_windows (account_id, "window", start, spent)
+VALUES (:account_id, 'daily', :day_start, 0), (:account_id, 'monthly', :month_start, 0)
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+RETURNING "window", spent
+"""
+
+# The guard repeats the caps the batch checked: the database itself never lets a cap pass.
+_ADD_SPEND = """
+UPDATE spend_windows SET spent = spent + :amount
+WHERE account_id = :account_id
+AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
+AND spent + :amount <= COALESCE(
+    CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
+                  ELSE CAST(:monthly_cap AS BIGINT) END,
+    spent + :amount)
 """
 
 _INSERT_SIGNATURE = """
@@ -84,11 +110,6 @@ INSERT INTO refusals (account_id, api_key_id, seller_host, seller_path, network,
     reason, rule, detail, created_at)
 VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount, :sandbox,
     :reason, :rule, :detail, :created_at)
-"""
-
-_UNRESERVE = """
-UPDATE spend_windows SET spent = spent - :amount
-WHERE account_id = :account_id AND "window" = :window AND start = :start
 """
 
 _RECORD_PENDING = """
@@ -109,17 +130,12 @@ def _grants_sql(host_count: int) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class CapHit:
-    """The window that refused a reservation, and what it had spent at that moment."""
-
-    window: Window
-    limit: int
-    spent: int
-
-
 class SigningTransaction(Protocol):
     """The statements of one signing request, all inside one database transaction."""
+
+    #: What the requests of the transaction work out alike (a decision, an opened wallet key),
+    #: kept for as long as the transaction and no longer.
+    memo: dict[Hashable, object]
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
 
@@ -188,6 +204,17 @@ def _signature_params(record: SignatureRecord) -> dict[str, Any]:
     }
 
 
+def _spend_params(total: SpendTotal) -> dict[str, Any]:
+    return {
+        "account_id": total.account_id,
+        "day_start": total.day.start,
+        "month_start": total.month.start,
+        "amount": total.amount,
+        "daily_cap": total.caps.daily,
+        "monthly_cap": total.caps.monthly,
+    }
+
+
 def _refusal_params(refusal: RefusalRecord) -> dict[str, Any]:
     return {
         "account_id": refusal.account_id,
@@ -204,8 +231,8 @@ def _refusal_params(refusal: RefusalRecord) -> dict[str, Any]:
     }
 
 
-class _SqlTransaction:
-    """The statements over one DB-API cursor; ``sql`` adapts the parameter style."""
+class SqlStatements:
+    """``SigningStatements`` over one DB-API cursor; ``sql`` adapts the parameter style."""
 
     def __init__(self, cursor: Any, sql: Callable[[str], str]) -> None:
         self._cur = cursor
@@ -224,67 +251,51 @@ class _SqlTransaction:
         self._cur.execute(self._sql(_grants_sql(len(hosts))), {"account_id": account_id, **names})
         return [Grant(kind, Rule(host, path)) for kind, host, path in self._cur.fetchall()]
 
-    def reserve(
-        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
-    ) -> CapHit | None:
-        for window in (day, month):
-            limit = caps.limit_of(window.name)
-            if limit is not None and amount > limit:
-                return CapHit(window, limit, self._spent(account_id, window))
-        params = {
-            "account_id": account_id,
-            "day_start": day.start,
-            "month_start": month.start,
-            "amount": amount,
-            "daily_cap": caps.daily,
-            "monthly_cap": caps.monthly,
-        }
+    def reserve(self, total: SpendTotal) -> tuple[int, int] | None:
+        params = _spend_params(total)
         self._cur.execute(self._sql(_RESERVE), params)
-        reserved = {row[0] for row in self._cur.fetchall()}
-        if len(reserved) == 2:
-            return None
-        refused = day if "daily" not in reserved else month
-        if reserved:  # the other window took the amount: give it back, same transaction
-            taken = month if refused is day else day
-            self._cur.execute(
-                self._sql(_UNRESERVE),
-                {
-                    "account_id": account_id,
-                    "window": taken.name,
-                    "start": taken.start,
-                    "amount": amount,
-                },
-            )
-        limit = caps.limit_of(refused.name)
-        assert limit is not None  # an uncapped window always accepts
-        return CapHit(refused, limit, self._spent(account_id, refused))
+        after = {name: int(value) for name, value in self._cur.fetchall()}
+        if len(after) == 2:
+            return after["daily"], after["monthly"]
+        for name in after:  # the other window refused: give this one back
+            start = total.day.start if name == "daily" else total.month.start
+            back = {"account_id": total.account_id, "window": name, "start": start}
+            self._cur.execute(self._sql(_UNRESERVE), {**back, "amount": total.amount})
+        return None
 
-    def _spent(self, account_id: str, window: Window) -> int:
-        self._cur.execute(
-            self._sql(_SPENT),
-            {"account_id": account_id, "window": window.name, "start": window.start},
-        )
-        row = self._cur.fetchone()
-        return 0 if row is None else int(row[0])
+    def lock_windows(self, account_id: str, day: Window, month: Window) -> tuple[int, int]:
+        params = {"account_id": account_id, "day_start": day.start, "month_start": month.start}
+        self._cur.execute(self._sql(_LOCK_WINDOWS), params)
+        spent = {name: int(value) for name, value in self._cur.fetchall()}
+        return spent["daily"], spent["monthly"]
 
-    def insert_signature(self, record: SignatureRecord) -> None:
-        self._cur.execute(self._sql(_INSERT_SIGNATURE), _signature_params(record))
+    def add_spend(self, total: SpendTotal) -> bool:
+        self._cur.execute(self._sql(_ADD_SPEND), _spend_params(total))
+        return bool(self._cur.rowcount == 2)
 
-    def touch_key(self, key_id: str, now: int) -> None:
-        self._cur.execute(self._sql(_TOUCH_KEY), {"now": now, "key_id": key_id})
+    def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
+        self._many(_INSERT_SIGNATURE, [_signature_params(r) for r in records])
 
-    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None:
-        if pending is not None:
-            self._cur.execute(
-                self._sql(_RECORD_PENDING),
-                {
-                    "account_id": refusal.account_id,
-                    "host": pending.host,
-                    "path": pending.path,
-                    "now": refusal.created_at,
-                },
-            )
-        self._cur.execute(self._sql(_INSERT_REFUSAL), _refusal_params(refusal))
+    def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
+        params = [{"key_id": key_id, "now": now} for key_id, now in last_used]
+        self._many(_TOUCH_KEY, params)
+
+    def record_pending(self, sellers: Sequence[tuple[str, SellerLocation, int]]) -> None:
+        params = [
+            {"account_id": account_id, "host": seller.host, "path": seller.path, "now": now}
+            for account_id, seller, now in sellers
+        ]
+        self._many(_RECORD_PENDING, params)
+
+    def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
+        self._many(_INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
+
+    def _many(self, statement: str, params: list[dict[str, Any]]) -> None:
+        # A single row is a plain execute: psycopg sets up a pipeline for executemany.
+        if len(params) == 1:
+            self._cur.execute(self._sql(statement), params[0])
+        else:
+            self._cur.executemany(self._sql(statement), params)
 
 
 class SqliteSigningStore:
@@ -332,7 +343,9 @@ class SqliteSigningStore:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                yield _SqlTransaction(cur, _same)
+                tx = BatchTransaction(SqlStatements(cur, _same))
+                yield tx
+                tx.flush()
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -375,7 +388,9 @@ class PostgresSigningStore:
         with self._pool.connection() as conn:
             try:
                 with conn.cursor() as cur:
-                    yield _SqlTransaction(cur, _pyformat)
+                    tx = BatchTransaction(SqlStatements(cur, _pyformat))
+                    yield tx
+                    tx.flush()
                 conn.commit()
             except BaseException:
                 if not conn.closed:

@@ -1,0 +1,203 @@
+"""One signing transaction as the requests of a batch see it: reads once, writes once.
+
+Group commit runs dozens of requests one after the other in one transaction. Asked
+statement by statement, each of them would read the same key, wallet, policy and rules and
+write its own reservation, record and log line: four round trips a request on PostgreSQL, and
+most of SQLite's time. Here a read is made once per transaction and kept for the rest of it,
+and the writes are gathered and sent together just before the commit (``flush``):
+
+* **Reads** (the key holder, the rules for a seller's hosts) are the same for every request in
+  the transaction: it is as if all of them arrived at the moment of the first.
+* **Reservations.** The first payment of an account in the transaction is reserved as a
+  request alone would be, by one guarded upsert of its two window rows; that also locks them
+  and says what they have spent (when it is refused, the rows are locked and read instead).
+  The payments after it are checked in memory against that, plus what the ones before them
+  took. The rows stay locked until the commit, so no other writer can spend in between; the
+  flush adds the rest in one update guarded by the caps, which the database refuses if it
+  would pass one (it cannot unless this module is wrong — the batch then rolls back, and each
+  request runs again alone).
+* **Records** (signatures, refusals, pending sellers, key last-use) are written in order with
+  one ``executemany`` each: one pipeline on PostgreSQL.
+
+A request that sees a refusal or a signature from this object sees exactly what it would have
+seen had it run alone after the requests before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from paysign.policy.caps import Caps, Window
+from paysign.policy.decide import Grant
+from paysign.policy.seller import SellerLocation
+from paysign.store.policy_repo import RefusalRecord
+from paysign.store.repositories import KeyHolder, SignatureRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CapHit:
+    """The window that refused a reservation, and what it had spent at that moment."""
+
+    window: Window
+    limit: int
+    spent: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpendTotal:
+    """What a transaction adds to one account's day and month windows."""
+
+    account_id: str
+    day: Window
+    month: Window
+    caps: Caps
+    amount: int
+
+
+class ReservationLost(RuntimeError):
+    """The database refused a total the in-memory check had allowed (a bug, never a refusal)."""
+
+
+class SigningStatements(Protocol):
+    """The SQL a batch needs, each call one statement (or one pipelined ``executemany``)."""
+
+    def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
+
+    def account_holder(self, account_id: str) -> KeyHolder | None: ...
+
+    def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]: ...
+
+    def reserve(self, total: SpendTotal) -> tuple[int, int] | None:
+        """Add ``total.amount`` to both windows, locking them, and say what each has spent
+        then; ``None`` (and nothing added) when either would pass its cap."""
+        ...
+
+    def lock_windows(self, account_id: str, day: Window, month: Window) -> tuple[int, int]:
+        """Lock (creating at 0) the account's two windows; what each has spent."""
+        ...
+
+    def add_spend(self, total: SpendTotal) -> bool:
+        """Add ``total.amount`` to both windows unless either would pass its cap."""
+        ...
+
+    def insert_signatures(self, records: Sequence[SignatureRecord]) -> None: ...
+
+    def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None: ...
+
+    def record_pending(self, sellers: Sequence[tuple[str, SellerLocation, int]]) -> None: ...
+
+    def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None: ...
+
+
+class _Windows:
+    """One account's day and month windows inside a transaction: what they have spent, with
+    what this transaction added; ``stored`` of that is in the database already."""
+
+    __slots__ = ("added", "caps", "day", "day_spent", "month", "month_spent", "stored")
+
+    def __init__(self, day: Window, month: Window, spent: tuple[int, int]) -> None:
+        self.day, self.month = day, month
+        self.day_spent, self.month_spent = spent
+        self.caps: Caps | None = None
+        self.added = self.stored = 0
+
+    def add(self, amount: int, caps: Caps) -> None:
+        self.day_spent += amount
+        self.month_spent += amount
+        self.added += amount
+        self.caps = caps  # the holder's, read once per transaction: the same for each request
+
+
+class BatchTransaction:
+    """``SigningTransaction`` over ``SigningStatements``; call ``flush`` before committing."""
+
+    def __init__(self, statements: SigningStatements) -> None:
+        self._sql = statements
+        self.memo: dict[Hashable, object] = {}
+        self._holders: dict[tuple[bytes, int] | str, KeyHolder | None] = {}
+        self._grants: dict[tuple[str, tuple[str, ...]], list[Grant]] = {}
+        self._windows: dict[tuple[str, int, int], _Windows] = {}
+        self._signatures: list[SignatureRecord] = []
+        self._touched: dict[str, int] = {}
+        self._pending: list[tuple[str, SellerLocation, int]] = []
+        self._refusals: list[RefusalRecord] = []
+
+    @property
+    def statements(self) -> SigningStatements:
+        """The SQL underneath, each call a statement (for measuring them one by one)."""
+        return self._sql
+
+    def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
+        key = (key_hash, now)
+        if key not in self._holders:
+            self._holders[key] = self._sql.key_holder(key_hash, now)
+        return self._holders[key]
+
+    def account_holder(self, account_id: str) -> KeyHolder | None:
+        if account_id not in self._holders:
+            self._holders[account_id] = self._sql.account_holder(account_id)
+        return self._holders[account_id]
+
+    def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
+        key = (account_id, tuple(hosts))
+        found = self._grants.get(key)
+        if found is None:
+            found = self._grants[key] = self._sql.grants(account_id, hosts)
+        return found
+
+    def reserve(
+        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
+    ) -> CapHit | None:
+        """Add ``amount`` to both windows, or to neither and say which cap refused."""
+        key = (account_id, day.start, month.start)
+        windows = self._windows.get(key)
+        if windows is None:
+            # The account's first payment in the transaction goes straight to the database,
+            # as a request alone would: one guarded upsert, which also locks both rows.
+            after = self._sql.reserve(SpendTotal(account_id, day, month, caps, amount))
+            if after is not None:
+                windows = self._windows[key] = _Windows(day, month, after)
+                windows.added = windows.stored = amount
+                windows.caps = caps
+                return None
+            spent = self._sql.lock_windows(account_id, day, month)
+            windows = self._windows[key] = _Windows(day, month, spent)
+        for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
+            limit = caps.limit_of(window.name)
+            if limit is not None and spent_so_far + amount > limit:
+                return CapHit(window, limit, spent_so_far)
+        windows.add(amount, caps)
+        return None
+
+    def insert_signature(self, record: SignatureRecord) -> None:
+        self._signatures.append(record)
+
+    def touch_key(self, key_id: str, now: int) -> None:
+        self._touched[key_id] = max(now, self._touched.get(key_id, now))
+
+    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None:
+        if pending is not None:
+            self._pending.append((refusal.account_id, pending, refusal.created_at))
+        self._refusals.append(refusal)
+
+    def flush(self) -> None:
+        """Write what the batch gathered; raises ``ReservationLost`` if a cap would pass."""
+        for (account_id, _, _), w in sorted(self._windows.items()):
+            if w.caps is None or w.added == w.stored:
+                continue
+            total = SpendTotal(account_id, w.day, w.month, w.caps, w.added - w.stored)
+            if not self._sql.add_spend(total):
+                raise ReservationLost("a batch's spend total passed a cap it had checked")
+        if self._signatures:
+            self._sql.insert_signatures(self._signatures)
+        if self._touched:
+            self._sql.touch_keys(sorted(self._touched.items()))
+        if self._pending:
+            self._sql.record_pending(self._pending)
+        if self._refusals:
+            self._sql.insert_refusals(self._refusals)
+        self._windows.clear()
+        self.memo.clear()  # opened wallet keys among it: kept no longer than the transaction
+        self._signatures, self._touched, self._pending, self._refusals = [], {}, [], []
