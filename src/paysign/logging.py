@@ -1,18 +1,83 @@
-"""Structured logs (one JSON object per line on stderr). Nothing secret is ever passed in."""
+"""Structured logs (one JSON object per line on stderr). Nothing secret is ever passed in.
+
+The request log is the one line every request writes, so it skips structlog's processor chain
+and is written once per event-loop turn: under load dozens of requests end in the same turn,
+and one system call for all their lines costs less than one each (it was a sixth of the
+signing endpoint's time). A line holds the same fields structlog would write.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import time
+from typing import Any, BinaryIO
 
 import orjson
 import structlog
+
+
+class RequestLog:
+    """``record`` adds a request's line; lines are written at the end of the loop turn (or at
+    once, outside a running loop).
+
+        >>> import io
+        >>> out = io.BytesIO()
+        >>> log = RequestLog(stream=out)
+        >>> log.record(request_id="ab", method="GET", path="/healthz", status=200, ms=0.1)
+        >>> orjson.loads(out.getvalue())["event"]
+        'request'
+    """
+
+    def __init__(self, level: int = logging.INFO, stream: BinaryIO | None = None) -> None:
+        self.enabled = level <= logging.INFO
+        self._stream = stream
+        self._lines: list[bytes] = []
+        self._second = -1
+        self._stamp = ""
+
+    def record(self, **fields: Any) -> None:
+        if not self.enabled:
+            return
+        fields["event"] = "request"
+        fields["level"] = "info"
+        fields["timestamp"] = self._timestamp()
+        self._lines.append(orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+        if len(self._lines) > 1:
+            return  # a write is already due this turn
+        try:
+            asyncio.get_running_loop().call_soon(self.flush)
+        except RuntimeError:
+            self.flush()
+
+    def flush(self) -> None:
+        lines, self._lines = self._lines, []
+        if not lines:
+            return
+        stream = self._stream or sys.stderr.buffer
+        stream.write(b"".join(lines))
+        stream.flush()
+
+    def _timestamp(self) -> str:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._stamp}.{int((now - second) * 1_000_000):06d}Z"
+
+
+#: The process's request log; ``configure_logging`` sets its level.
+REQUEST_LOG = RequestLog()
 
 
 def configure_logging(level: str = "info") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
+    REQUEST_LOG.flush()
+    REQUEST_LOG.enabled = numeric <= logging.INFO
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

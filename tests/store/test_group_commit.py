@@ -24,7 +24,7 @@ from paysign.services.signing import (
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.group_commit import GroupCommitter
-from paysign.store.signing_store import SigningTransaction
+from paysign.store.signing_store import SigningTransaction, signing_store_for
 
 Work = Callable[[SigningTransaction], SigningOutcome]
 
@@ -146,3 +146,33 @@ def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account
             conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
     assert all(isinstance(o, SignedPayment) for o in outcomes)
+
+
+class CountingVault:
+    """The real vault, counting the wallet keys it opens."""
+
+    def __init__(self, vault) -> None:
+        self.vault = vault
+        self.opened = 0
+
+    def seal(self, context: str, secret: bytes):
+        return self.vault.seal(context, secret)
+
+    def open(self, context: str, sealed) -> bytes:
+        self.opened += 1
+        return self.vault.open(context, sealed)
+
+
+def test_a_wallet_key_is_opened_once_per_transaction_and_never_kept(runtime, account) -> None:
+    vault = CountingVault(runtime.vault)
+    store = signing_store_for(runtime.db)
+    try:
+        deps = SigningDeps(store, vault, runtime.clock, runtime.registry)
+        committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+        first = committer.run_batch([work_for(deps, account) for _ in range(10)])
+        assert all(isinstance(o, SignedPayment) for o in first)
+        assert vault.opened == 1
+        committer.run_batch([work_for(deps, account) for _ in range(10)])
+        assert vault.opened == 2  # the next transaction opens it again
+    finally:
+        store.close()

@@ -14,6 +14,7 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paysign.api.problems import problem_response
+from paysign.logging import REQUEST_LOG
 
 log = structlog.get_logger("paysign.http")
 
@@ -54,8 +55,7 @@ class RequestLogMiddleware:
                 )
                 await response(scope, receive, send_with_id)
         finally:
-            log.info(
-                "request",
+            REQUEST_LOG.record(
                 request_id=request_id,
                 method=scope.get("method"),
                 path=scope.get("path"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 USDC = 1_000_000
 DAY = 86_400
@@ -57,7 +58,13 @@ def month_window(now: int) -> Window:
 
 
 def windows_at(now: int) -> tuple[Window, Window]:
-    return day_window(now), month_window(now)
+    """The day and month windows ``now`` falls in (every payment asks: worked out once a day)."""
+    return _windows_of_day(now - now % DAY)
+
+
+@lru_cache(maxsize=8)
+def _windows_of_day(day_start: int) -> tuple[Window, Window]:
+    return day_window(day_start), month_window(day_start)
 
 
 def iso(unix_seconds: int) -> str:

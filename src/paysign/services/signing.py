@@ -27,7 +27,7 @@ from paysign.errors import (
     SandboxNetworkMismatch,
 )
 from paysign.policy.caps import windows_at
-from paysign.policy.decide import Decision, Outcome, decide
+from paysign.policy.decide import Decision, Outcome, Tier, decide
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
@@ -196,12 +196,7 @@ def signing_work(
         # through the signing store's connection, so it cannot wait on what this one holds.
         tier = deps.tiers.tier_of(seller)
         attempt = Attempt(holder, request, seller, sandbox, now)
-        decision = decide(
-            holder.policy,
-            tx.grants(holder.account_id, candidate_hosts(seller)),
-            seller,
-            tier,
-        )
+        decision = _decision(tx, holder, seller, tier)
         if decision.allowed:
             refusal, rule = _sign_within_caps(deps, tx, attempt, decision)
         else:
@@ -214,6 +209,32 @@ def signing_work(
         return attempt.signed
 
     return work
+
+
+def _decision(
+    tx: SigningTransaction, holder: repo.KeyHolder, seller: SellerLocation, tier: Tier
+) -> Decision:
+    """The policy's decision; the same for every request of the transaction with this holder
+    and seller (nothing a signing transaction writes changes a rule)."""
+    key = ("decision", id(holder), seller, tier)  # the memo keeps the holder alive: ids hold
+    found = tx.memo.get(key)
+    if found is None:
+        grants = tx.grants(holder.account_id, candidate_hosts(seller))
+        found = tx.memo[key] = decide(holder.policy, grants, seller, tier)
+    assert isinstance(found, Decision)
+    return found
+
+
+def _signer(deps: SigningDeps, tx: SigningTransaction, holder: repo.KeyHolder) -> WalletSigner:
+    """The wallet's signer, its key opened once per transaction and dropped with it."""
+    key = ("signer", holder.wallet_id, holder.sealed_wallet_key)
+    found = tx.memo.get(key)
+    if found is None:
+        sealed = SealedSecret.from_bytes(holder.sealed_wallet_key)
+        private_key = deps.vault.open(wallet_context(holder.wallet_id), sealed)
+        found = tx.memo[key] = WalletSigner(private_key, parse_address(holder.wallet_address))
+    assert isinstance(found, WalletSigner)
+    return found
 
 
 def _sign_within_caps(
@@ -234,10 +255,7 @@ def _sign_within_caps(
             )
             return refusal, f"caps.{hit.window.name}"
     holder = attempt.holder
-    private_key = deps.vault.open(
-        wallet_context(holder.wallet_id), SealedSecret.from_bytes(holder.sealed_wallet_key)
-    )
-    signer = WalletSigner(private_key, parse_address(holder.wallet_address))
+    signer = _signer(deps, tx, holder)
     attempt.signed = sign_terms(terms, signer, now=attempt.now, nonce=deps.new_nonce())
     tx.insert_signature(_signature_record(attempt, attempt.signed, decision))
     last_used = holder.last_used_at
