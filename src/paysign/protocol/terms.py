@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,6 +36,7 @@ MAX_SELLER_URL_LENGTH = 2048
 MAX_AMOUNT = 2**63 - 1
 _UINT256_DIGITS = len(str(2**256 - 1))
 _HEX_ADDRESS = re.compile(r"0[xX][0-9a-fA-F]{40}")
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _ACCEPTS0 = "/paymentRequired/accepts/0"
 
 
@@ -114,9 +116,12 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
         raise MalformedRequest("/paymentRequired/extensions", "must be an object when present")
     # The signed payload echoes these verbatim; refuse now anything that cannot be re-encoded
     # (nesting deeper than orjson's 255 levels, integers beyond 64 bits) so signing cannot fail.
-    _require_encodable(accepted, _ACCEPTS0)
-    _require_encodable(resource, "/paymentRequired/resource")
-    _require_encodable(extensions, "/paymentRequired/extensions")
+    try:
+        orjson.dumps((accepted, resource, extensions))  # one call when all is well
+    except orjson.JSONEncodeError:
+        _require_encodable(accepted, _ACCEPTS0)
+        _require_encodable(resource, "/paymentRequired/resource")
+        _require_encodable(extensions, "/paymentRequired/extensions")
 
     return PaymentTerms(
         x402_version=version,
@@ -152,10 +157,16 @@ def _is_int(value: object) -> bool:
 def _seller_url(value: object) -> str:
     if not isinstance(value, str):
         raise MalformedRequest("/sellerUrl", "must be a string")
-    reason = "must be an absolute http or https URL with a host"
     if len(value) > MAX_SELLER_URL_LENGTH:
         raise InvalidPaymentTerms("/sellerUrl", f"must be at most {MAX_SELLER_URL_LENGTH} chars")
-    if any(char <= " " or char == "\x7f" for char in value):
+    return _checked_seller_url(value)
+
+
+@lru_cache(maxsize=4096)
+def _checked_seller_url(value: str) -> str:
+    # An agent pays the same few sellers again and again; a refusal raises, so is never cached.
+    reason = "must be an absolute http or https URL with a host"
+    if _SPACE_OR_CONTROL.search(value):
         raise InvalidPaymentTerms("/sellerUrl", f"{reason}, without spaces or control characters")
     try:
         parts = urlsplit(value)

