@@ -1,7 +1,9 @@
-"""Work the server does on its own between requests: periodic reconciliation."""
+"""Work the server does on its own between requests (periodic reconciliation), and keeping
+the garbage collector off the objects of its start-up."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import structlog
@@ -34,3 +36,15 @@ def start_reconciler(runtime: Runtime) -> threading.Event | None:
 
     threading.Thread(target=loop, name="paysign-reconciler", daemon=True).start()
     return stop
+
+
+def freeze_startup_heap() -> None:
+    """Leave what start-up built (modules, the app, its schemas: ~160k objects) out of every
+    later collection.
+
+    A full collection walked all of it, every few seconds under load, and found nothing to
+    free: a 100 ms pause in which no request was answered (the signing endpoint's p99 went
+    from 13 ms to 84 ms with 32 clients). Call it once, just before serving.
+    """
+    gc.collect()
+    gc.freeze()

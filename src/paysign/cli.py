@@ -29,7 +29,7 @@ from typing import Any, Literal
 import click
 import orjson
 
-from paysign.background import start_reconciler
+from paysign.background import freeze_startup_heap, start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
@@ -97,6 +97,7 @@ def serve(host: str | None, port: int | None) -> None:
             f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
             err=True,
         )
+        freeze_startup_heap()
         uvicorn.run(
             app,
             host=settings.host,
