@@ -311,6 +311,9 @@ class PostgresStatements(SqlStatements):
     ``executemany`` takes (measured on batches of 32)."""
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
+        if len(records) == 1:  # COPY's set-up would cost more than the one row
+            super().insert_signatures(records)
+            return
         with self._cur.copy(_COPY_SIGNATURES) as copy:
             for record in records:
                 copy.write_row(tuple(_signature_params(record).values()))
