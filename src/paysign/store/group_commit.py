@@ -18,6 +18,9 @@ costs a retry on a fresh one, not an error.
 In-process SQLite runs a batch on the event loop (``store.inline``) at the end of the loop
 iteration in which its requests arrived; other stores run up to ``max_inflight`` batches on the
 store's own threads, and a request that finds a free slot starts one at once (no added wait).
+One at a time by default: the requests that arrive meanwhile make the next batch bigger, and a
+second batch thread only fought the event loop for the GIL (PostgreSQL, 32 clients: 2,800
+signatures/s with two, 3,100 with one, at a quarter less CPU per request).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class _Failed:
 
 class GroupCommitter(Generic[T]):
     def __init__(
-        self, store: SigningStore, *, max_inflight: int = 2, max_batch: int = MAX_BATCH
+        self, store: SigningStore, *, max_inflight: int = 1, max_batch: int = MAX_BATCH
     ) -> None:
         self._store = store
         self._max_inflight = 1 if store.inline else max_inflight
