@@ -9,7 +9,7 @@ import re
 
 import orjson
 
-from paysign.logging import RequestLog
+from paysign.logging import REQUEST_LOG, RequestLog
 
 
 class CountingStream(io.BytesIO):
@@ -50,3 +50,13 @@ def test_above_info_nothing_is_written() -> None:
     stream = CountingStream()
     RequestLog(level=logging.WARNING, stream=stream).record(request_id="x", status=200)
     assert stream.getvalue() == b""
+
+
+def test_the_process_log_is_silent_until_configured() -> None:
+    assert not REQUEST_LOG.enabled or REQUEST_LOG._stream is not None
+    log = RequestLog(level=logging.WARNING)
+    stream = CountingStream()
+    log.record(request_id="before", status=200)
+    log.configure(logging.INFO, stream)
+    log.record(request_id="after", status=200)
+    assert [orjson.loads(x)["request_id"] for x in stream.getvalue().splitlines()] == ["after"]

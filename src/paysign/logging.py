@@ -37,6 +37,10 @@ class RequestLog:
         self._second = -1
         self._stamp = ""
 
+    def configure(self, level: int, stream: BinaryIO) -> None:
+        self.enabled = level <= logging.INFO
+        self._stream = stream
+
     def record(self, **fields: Any) -> None:
         if not self.enabled:
             return
@@ -68,8 +72,9 @@ class RequestLog:
         return f"{self._stamp}.{int((now - second) * 1_000_000):06d}Z"
 
 
-#: The process's request log; ``configure_logging`` sets its level.
-REQUEST_LOG = RequestLog()
+#: The process's request log: silent until ``configure_logging`` (an app embedded in a test or
+#: another program writes no request lines of its own).
+REQUEST_LOG = RequestLog(level=logging.WARNING)
 
 
 def configure_logging(level: str = "info") -> None:
@@ -77,7 +82,7 @@ def configure_logging(level: str = "info") -> None:
     if not isinstance(numeric, int):
         numeric = logging.INFO
     REQUEST_LOG.flush()
-    REQUEST_LOG.enabled = numeric <= logging.INFO
+    REQUEST_LOG.configure(numeric, sys.stderr.buffer)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

@@ -216,13 +216,16 @@ def _decision(
 ) -> Decision:
     """The policy's decision; the same for every request of the transaction with this holder
     and seller (nothing a signing transaction writes changes a rule)."""
-    key = ("decision", id(holder), seller, tier)  # the memo keeps the holder alive: ids hold
+    key = ("decision", id(holder), seller, tier)
     found = tx.memo.get(key)
-    if found is None:
-        grants = tx.grants(holder.account_id, candidate_hosts(seller))
-        found = tx.memo[key] = decide(holder.policy, grants, seller, tier)
-    assert isinstance(found, Decision)
-    return found
+    if isinstance(found, tuple) and found[0] is holder:  # an id is only unique while it lives
+        decision: Decision = found[1]
+        return decision
+    decision = decide(
+        holder.policy, tx.grants(holder.account_id, candidate_hosts(seller)), seller, tier
+    )
+    tx.memo[key] = (holder, decision)
+    return decision
 
 
 def _signer(deps: SigningDeps, tx: SigningTransaction, holder: repo.KeyHolder) -> WalletSigner:

@@ -16,8 +16,8 @@ and the writes are gathered and sent together just before the commit (``flush``)
   flush adds the rest in one update guarded by the caps, which the database refuses if it
   would pass one (it cannot unless this module is wrong — the batch then rolls back, and each
   request runs again alone).
-* **Records** (signatures, refusals, pending sellers, key last-use) are written in order with
-  one ``executemany`` each: one pipeline on PostgreSQL.
+* **Records** (signatures, refusals, pending sellers, key last-use) are written in order, each
+  kind with one call (``executemany``; ``COPY`` for PostgreSQL's signatures).
 
 A request that sees a refusal or a signature from this object sees exactly what it would have
 seen had it run alone after the requests before it.
