@@ -236,3 +236,26 @@ def test_a_batch_across_midnight_charges_each_day_its_own(runtime, signing_store
         days = [day_window(NOW), day_window(clock.now())]
         assert [policy_repo.spent_in(conn, account_id, d) for d in days] == [20_000, 20_000]
         assert policy_repo.spent_in(conn, account_id, month_window(NOW)) == 40_000
+
+
+def test_after_a_refused_first_payment_smaller_ones_still_fit(runtime, signing_store) -> None:
+    """The refused first payment makes the batch lock and read the windows (``lock_windows``);
+    the payments after it are checked against what was read."""
+    deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
+    key, account_id = new_account(runtime, {"perPayment": None, "daily": 25_000, "monthly": None})
+    committer: GroupCommitter[object] = GroupCommitter(deps.store)
+
+    def pay(amount: int) -> object:
+        return signing_work(
+            deps, by_api_key(key), signature_body(amount=str(amount)), sandbox=False
+        )
+
+    async def batch(amounts: list[int]) -> list[object]:
+        return await asyncio.gather(*(committer.run(pay(a)) for a in amounts))
+
+    assert isinstance(asyncio.run(batch([20_000]))[0], SignedPayment)
+    outcomes = asyncio.run(batch([10_000, 5_000, 1_000]))
+    assert [type(o) for o in outcomes] == [SpendCapExceeded, SignedPayment, SpendCapExceeded]
+    with runtime.db.read() as conn:
+        assert policy_repo.spent_in(conn, account_id, day_window(NOW)) == 25_000
+        assert policy_repo.spent_in(conn, account_id, month_window(NOW)) == 25_000
