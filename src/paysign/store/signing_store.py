@@ -316,7 +316,8 @@ class PostgresStatements(SqlStatements):
             return
         with self._cur.copy(_COPY_SIGNATURES) as copy:
             for record in records:
-                copy.write_row(tuple(_signature_params(record).values()))
+                params = _signature_params(record)
+                copy.write_row(tuple(params[column] for column in _SIGNATURE_COLUMNS))
 
 
 class SqliteSigningStore:
