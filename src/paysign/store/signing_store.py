@@ -131,7 +131,8 @@ def _grants_sql(host_count: int) -> str:
 
 
 class SigningTransaction(Protocol):
-    """The statements of one signing request, all inside one database transaction."""
+    """What a signing request asks of the store, inside a database transaction that the
+    requests of one batch share (``signing_batch.BatchTransaction``)."""
 
     #: What the requests of the transaction work out alike (a decision, an opened wallet key),
     #: kept for as long as the transaction and no longer.
