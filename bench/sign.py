@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cpu_breakdown  # bench/cpu_breakdown.py, beside this script
+
 BENCH_DIR = Path(__file__).resolve().parent
 PYTHON = sys.executable
 HOST = "127.0.0.1"
@@ -710,6 +712,41 @@ def profile(
     if not raw.exists():
         return f"_(py-spy produced nothing: {tail(workdir / 'py-spy.log', 5)})_"
     return summarise_profile(raw, args.profile_top, int(PROFILE_RATE * args.profile))
+
+
+def breakdown(
+    ceiling: Target,
+    ours: Target,
+    args: argparse.Namespace,
+    body_file: Path,
+    loadgen: str,
+    workdir: Path,
+) -> str:
+    """``cpu_breakdown`` of the ceiling and our SQLite server, each under the same load."""
+    columns: list[tuple[str, dict[str, float], float]] = []
+    for target in (ceiling, ours):
+        log(f"perf on {target.name} for {args.cpu_breakdown:g} s")
+        got = cpu_breakdown.record(
+            target.proc.pid,
+            workdir / f"perf-{target.name}.data",
+            lambda target=target: load(target, args, body_file, args.cpu_breakdown, loadgen),
+            spawn,
+            stop,
+            workdir / "perf.log",
+        )
+        if isinstance(got, str):
+            return f"_(CPU breakdown skipped: {got})_"
+        groups, result = got
+        cpu_us = result.get("cpu_us")
+        if not isinstance(cpu_us, float):
+            return "_(CPU breakdown skipped: no CPU time for the server on this system)_"
+        columns.append((target.name, groups, cpu_us))
+    note = (
+        "Each library's share of the samples times the server CPU per request of the same run "
+        "(sampling slows the server a little; compare the columns, not these totals with the "
+        "table above). The difference column is what our endpoint adds to the framework."
+    )
+    return cpu_breakdown.table(columns) + "\n\n" + note
 
 
 def _frames(raw: Path) -> Iterator[tuple[list[str], int]]:
@@ -1720,6 +1757,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="after the measurements, sample our SQLite server with py-spy under load",
     )
     p.add_argument("--profile-top", type=int, default=15)
+    p.add_argument(
+        "--cpu-breakdown",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="also sample the ceiling and our SQLite server with perf (needs linux-perf)",
+    )
     p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, db)")
     return p.parse_args(argv)
@@ -1786,6 +1830,9 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
         if args.profile > 0:
             log(f"profiling sqlite server with py-spy for {args.profile:g} s")
             profile_text = profile(targets[0], args, body_file, loadgen, workdir)
+        breakdown_text = None
+        if args.cpu_breakdown > 0:
+            breakdown_text = breakdown(ceiling, targets[0], args, body_file, loadgen, workdir)
 
         for t in [*targets, ceiling]:
             if t.proc.poll() is not None:
@@ -1797,6 +1844,9 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
     if profile_text:
         print(f"\n### Profile of our SQLite server under load (py-spy, {args.profile:g} s)\n")
         print(profile_text)
+    if breakdown_text:
+        print(f"\n### Server CPU by library (perf, {args.cpu_breakdown:g} s of load each)\n")
+        print(breakdown_text)
     bad = sum(r["non2xx"] for t in targets for r in t.runs)
     if bad:
         raise SystemExit(f"{bad} non-2xx answers from our endpoint during the run")
