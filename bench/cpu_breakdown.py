@@ -88,7 +88,8 @@ def record(
         finally:
             stop(recorder)
     if not output.exists():
-        return f"perf record wrote nothing (see {log_path.name})"
+        said = log_path.read_text(errors="replace").strip() if log_path.exists() else ""
+        return f"perf record wrote nothing ({said[-300:] or 'it printed nothing'})"
     report = subprocess.run(
         [perf, "report", "-i", str(output), "--sort", "dso", "--stdio", "--no-children"],
         capture_output=True,

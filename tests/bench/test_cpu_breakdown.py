@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def test_a_perf_that_records_nothing_says_why(breakdown: ModuleType, tmp_path: Path) -> None:
+    fake_perf = tmp_path / "perf"
+    fake_perf.write_text("#!/bin/sh\necho 'no access to perf events' >&2\n")
+    fake_perf.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", str(tmp_path), prepend=":")
+        got = breakdown.record(
+            os.getpid(),
+            tmp_path / "perf.data",
+            lambda: (time.sleep(0.5), {"cpu_us": 1.0})[1],  # the load; perf has given up
+            _spawn,
+            _stop,
+            tmp_path / "perf.log",
+        )
+    assert got == "perf record wrote nothing (no access to perf events)"
 
 
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from conftest import signature_body
-from paysign.errors import NotAuthenticated, PaysignError, SpendCapExceeded
+from paysign.errors import NotAuthenticated, PaysignError, SellerDenied, SpendCapExceeded
 from paysign.policy.caps import day_window
 from paysign.protocol import SignedPayment
 from paysign.services import keys, policy
@@ -107,6 +107,25 @@ def test_a_batch_never_passes_the_cap_and_records_every_refusal(
     assert (len(signed), len(refused)) == (5, 15)
     signatures, refusals = ledger(runtime, account)
     assert (len(signatures), len(refusals)) == (5, 15)
+
+
+def test_each_seller_of_a_batch_gets_its_own_decision(deps, runtime, account) -> None:
+    policy.decide_seller(
+        runtime.db, runtime.clock, email=account["email"], seller="blocked.example", kind="deny"
+    )
+    blocked = signature_body(seller_url="https://blocked.example/quote")
+    works = [
+        signing_work(deps, by_api_key(account["api_key"]), blocked, sandbox=False)
+        if i % 2
+        else work_for(deps, account)
+        for i in range(10)
+    ]
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    outcomes = committer.run_batch(works)  # one transaction: the decisions are memoised in it
+    assert [type(o) for o in outcomes] == [SignedPayment, SellerDenied] * 5
+    signatures, refusals = ledger(runtime, account)
+    assert (len(signatures), len(refusals)) == (5, 5)
+    assert {r.seller_host for r in refusals} == {"blocked.example"}
 
 
 def test_a_key_revoked_between_batches_is_refused_by_the_next(deps, runtime, account) -> None:

@@ -214,17 +214,17 @@ def signing_work(
 def _decision(
     tx: SigningTransaction, holder: repo.KeyHolder, seller: SellerLocation, tier: Tier
 ) -> Decision:
-    """The policy's decision; the same for every request of the transaction with this holder
-    and seller (nothing a signing transaction writes changes a rule)."""
-    key = ("decision", id(holder), seller, tier)
+    """The policy's decision; the same for every request of the transaction for this account
+    and seller: the transaction reads the account's policy and rules once, and nothing a
+    signing transaction writes changes them."""
+    key = ("decision", holder.account_id, seller, tier)
     found = tx.memo.get(key)
-    if isinstance(found, tuple) and found[0] is holder:  # an id is only unique while it lives
-        decision: Decision = found[1]
-        return decision
+    if isinstance(found, Decision):
+        return found
     decision = decide(
         holder.policy, tx.grants(holder.account_id, candidate_hosts(seller)), seller, tier
     )
-    tx.memo[key] = (holder, decision)
+    tx.memo[key] = decision
     return decision
 
 
