@@ -357,13 +357,35 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """user + system CPU time of a process (Linux /proc), or None elsewhere."""
+def own_cpu_seconds(pid: int) -> float | None:
+    """user + system CPU time of one process (Linux /proc), or None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def signer_children(pid: int) -> list[int]:
+    """The server's signer processes (``custody.signer_worker``): part of its cost."""
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"signer_worker" in cmdline:
+                found.append(int(child))
+    return found
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time of a server: its own, and its signer process's."""
+    own = own_cpu_seconds(pid)
+    if own is None:
+        return None
+    return own + sum(own_cpu_seconds(child) or 0.0 for child in signer_children(pid))
 
 
 def free_port() -> int:
@@ -488,10 +510,12 @@ def bench_account(env: dict[str, str], workdir: Path) -> tuple[str, str]:
     return email, str(api_key)
 
 
-def start_paysign(name: str, workdir: Path, database_url: str | None) -> Target:
+def start_paysign(
+    name: str, workdir: Path, database_url: str | None, extra_env: dict[str, str] | None = None
+) -> Target:
     data_dir = workdir / name
     data_dir.mkdir(mode=0o700)
-    env = paysign_env(data_dir, database_url)
+    env = {**paysign_env(data_dir, database_url), **(extra_env or {})}
     email, api_key = bench_account(env, workdir)
     port = free_port()
     log_path = workdir / f"{name}.log"
@@ -897,7 +921,8 @@ def report_http(
         f"{args.duration:g} s per run, {rounds} alternating rounds, median)\n"
     )
     print(
-        "| server | req/s | p50 | p99 | server CPU / req | non-2xx | socket errors / timeouts "
+        "| server | req/s | p50 | p99 | server CPU / req (signer process included) | non-2xx "
+        "| socket errors / timeouts "
         "| req/s per round | share of ceiling |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -917,6 +942,8 @@ def report_http(
         label = {
             "ceiling": "bare Starlette JSON endpoint (ceiling, `bench/ceiling_app.py`)",
             "sqlite": "ours `POST /wallets/signatures`, SQLite (embedded default)",
+            "sqlite-inline": "ours, SQLite, signing on the event loop "
+            "(`PAYSIGN_SIGNER_PROCESS=false`)",
             "postgres": "ours `POST /wallets/signatures`, PostgreSQL",
         }[t.name]
         cpu = [r["cpu_us"] for r in t.runs if "cpu_us" in r]
@@ -937,6 +964,7 @@ def report_sequential(
     print("|---|---:|---:|")
     labels = {
         "sqlite": "ours over HTTP, SQLite (`http.client`)",
+        "sqlite-inline": "ours over HTTP, SQLite, signing on the event loop (`http.client`)",
         "postgres": "ours over HTTP, PostgreSQL (`http.client`)",
         "ceiling": "ceiling endpoint over HTTP (`http.client`)",
     }
@@ -1747,6 +1775,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--big-timing-n", type=int, default=2000, help="calls per in-process store timing"
     )
+    p.add_argument(
+        "--inline-signing",
+        action="store_true",
+        help="also run our SQLite endpoint with every signature made on the event loop "
+        "(PAYSIGN_SIGNER_PROCESS=false), in the same rounds",
+    )
     p.add_argument("--skip-in-process", action="store_true")
     p.add_argument("--skip-http", action="store_true")
     p.add_argument(
@@ -1788,6 +1822,10 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
     with contextlib.ExitStack() as stack:
         log("starting paysign (SQLite)")
         targets.append(start_paysign("sqlite", workdir, None))
+        if args.inline_signing:
+            log("starting paysign (SQLite, PAYSIGN_SIGNER_PROCESS=false)")
+            inline = {"PAYSIGN_SIGNER_PROCESS": "false"}
+            targets.append(start_paysign("sqlite-inline", workdir, None, inline))
         if args.postgres:
             schema = stack.enter_context(postgres_schema(args.postgres_url))
             stack.callback(stop_all)  # runs before the schema is dropped

@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     portal_max_sign_ups_per_address: int = Field(default=10, ge=1)
     # --- end portal ---
 
+    #: Sign concurrent payments in a child process (``custody.signer_process``), beside the
+    #: event loop's core; false signs every payment on the event loop.
+    signer_process: bool = True
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
+import dataclasses
 import json
 
 import httpx
@@ -372,3 +374,57 @@ def test_health_ready_and_openapi(http) -> None:
     spec = http.get("/openapi.json").json()
     assert "/wallets/signatures" in spec["paths"]
     assert http.get("/healthz").headers["x-request-id"]
+
+
+def test_concurrent_payments_signed_by_the_signer_process_are_the_wallets(
+    runtime: Runtime, account
+) -> None:
+    from conftest import LiveServer
+    from paysign.api.app import create_app
+
+    app = create_app(runtime)
+    signer = app.state.signer_process
+    assert signer is not None
+    body = signature_body(network="eip155:84532", amount="1000")
+    asset = body["paymentRequired"]["accepts"][0]["asset"]
+    headers = {AUTH: f"Bearer {account['api_key']}"}
+
+    async def burst(client: httpx.AsyncClient, count: int) -> list[httpx.Response]:
+        return await asyncio.gather(
+            *(client.post("/wallets/signatures", json=body, headers=headers) for _ in range(count))
+        )
+
+    async def scenario(url: str) -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=32)
+        async with httpx.AsyncClient(base_url=url, timeout=20, limits=limits) as client:
+            answered = await burst(client, 8)  # the first batch starts the child
+            for _ in range(1_000):
+                if signer.ready:
+                    break
+                await asyncio.sleep(0.02)
+            # Requests that arrive together share a batch; a lone one is signed on the loop.
+            for _ in range(10):
+                answered += await burst(client, 32)
+                if signer.signed_here:
+                    break
+            return answered
+
+    with LiveServer(app) as server:
+        responses = asyncio.run(scenario(server.url))
+    assert signer.started == 1
+    assert signer.signed_here > 0  # batches were signed by the child ...
+    assert [r.status_code for r in responses] == [200] * len(responses)
+    payloads = [decode(r.json()["paymentSignatureHeader"]) for r in responses]
+    # ... and every header, wherever signed, is the wallet's and for its own nonce.
+    assert {recover(p, 84532, asset, "USDC") for p in payloads} == {account["wallet"]}
+    assert len({p["payload"]["authorization"]["nonce"] for p in payloads}) == len(payloads)
+    with runtime.db.read() as conn:
+        assert len(repo.signatures_of(conn, account["account_id"])) == len(payloads)
+
+
+def test_the_signer_process_can_be_switched_off(runtime: Runtime) -> None:
+    from paysign.api.app import create_app
+
+    settings = runtime.settings.model_copy(update={"signer_process": False})
+    off = dataclasses.replace(runtime, settings=settings)
+    assert create_app(off).state.signer_process is None

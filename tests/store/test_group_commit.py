@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import coincurve
 import pytest
 
 from conftest import signature_body
+from paysign.custody.signer_process import SignerProcess
 from paysign.errors import NotAuthenticated, PaysignError, SellerDenied, SpendCapExceeded
 from paysign.policy.caps import day_window
-from paysign.protocol import SignedPayment
+from paysign.protocol import PreparedPayment
+from paysign.protocol.eip712 import checksum_address, keccak256
 from paysign.services import keys, policy
 from paysign.services.signing import (
     SigningDeps,
@@ -69,8 +72,8 @@ def failing(deps: SigningDeps, account) -> Work:
 def test_concurrent_requests_share_transactions_and_all_sign(deps, runtime, account) -> None:
     committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(40)]))
-    assert all(isinstance(o, SignedPayment) for o in outcomes)
-    assert len({o.nonce for o in outcomes if isinstance(o, SignedPayment)}) == 40
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert len({o.nonce for o in outcomes if isinstance(o, PreparedPayment)}) == 40
     signatures, _ = ledger(runtime, account)
     assert len(signatures) == 40
 
@@ -82,7 +85,7 @@ def test_one_failing_request_fails_alone(deps, runtime, account, clock) -> None:
     outcomes = asyncio.run(run_all(committer, works))
     assert isinstance(outcomes[7], Boom)
     others = outcomes[:7] + outcomes[8:]
-    assert all(isinstance(o, SignedPayment) for o in others)
+    assert all(isinstance(o, PreparedPayment) for o in others)
     signatures, _ = ledger(runtime, account)
     # Nothing of the failed request stays: neither its record nor its reservation.
     assert {s.nonce for s in signatures} == {o.nonce for o in others}  # type: ignore[union-attr]
@@ -102,7 +105,7 @@ def test_a_batch_never_passes_the_cap_and_records_every_refusal(
     outcomes = asyncio.run(
         run_all(committer, [work_for(deps, account, amount=100_000) for _ in range(20)])
     )
-    signed = [o for o in outcomes if isinstance(o, SignedPayment)]
+    signed = [o for o in outcomes if isinstance(o, PreparedPayment)]
     refused = [o for o in outcomes if isinstance(o, SpendCapExceeded)]
     assert (len(signed), len(refused)) == (5, 15)
     signatures, refusals = ledger(runtime, account)
@@ -122,7 +125,7 @@ def test_each_seller_of_a_batch_gets_its_own_decision(deps, runtime, account) ->
     ]
     committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
     outcomes = committer.run_batch(works)  # one transaction: the decisions are memoised in it
-    assert [type(o) for o in outcomes] == [SignedPayment, SellerDenied] * 5
+    assert [type(o) for o in outcomes] == [PreparedPayment, SellerDenied] * 5
     signatures, refusals = ledger(runtime, account)
     assert (len(signatures), len(refusals)) == (5, 5)
     assert {r.seller_host for r in refusals} == {"blocked.example"}
@@ -138,7 +141,7 @@ def test_a_key_revoked_between_batches_is_refused_by_the_next(deps, runtime, acc
         return first, second
 
     first, second = asyncio.run(scenario())
-    assert all(isinstance(o, SignedPayment) for o in first)
+    assert all(isinstance(o, PreparedPayment) for o in first)
     assert all(isinstance(o, NotAuthenticated) for o in second)
 
 
@@ -155,7 +158,7 @@ def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account
         pytest.skip("PostgreSQL connections only")
     committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
     assert all(
-        isinstance(o, SignedPayment)
+        isinstance(o, PreparedPayment)
         for o in asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
     )
     pids = [conn.info.backend_pid for conn, _ in deps.store._pool._idle]
@@ -164,7 +167,7 @@ def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account
         for pid in pids:  # only this store's own connections
             conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
-    assert all(isinstance(o, SignedPayment) for o in outcomes)
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
 
 
 class CountingVault:
@@ -189,9 +192,131 @@ def test_a_wallet_key_is_opened_once_per_transaction_and_never_kept(runtime, acc
         deps = SigningDeps(store, vault, runtime.clock, runtime.registry)
         committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
         first = committer.run_batch([work_for(deps, account) for _ in range(10)])
-        assert all(isinstance(o, SignedPayment) for o in first)
+        assert all(isinstance(o, PreparedPayment) for o in first)
         assert vault.opened == 1
         committer.run_batch([work_for(deps, account) for _ in range(10)])
         assert vault.opened == 2  # the next transaction opens it again
     finally:
         store.close()
+
+
+# --- a completion: what a committed batch still needs before it is answered -----------------
+
+
+class HeldCompletion:
+    """A completion that holds every committed batch until the test releases it."""
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+        self.batches: list[tuple[list[object], Callable[[], None]]] = []
+
+    def ran(self, outcome: object) -> None:
+        self.seen.append(outcome)
+
+    def committed(self, outcomes, deliver: Callable[[], None]) -> None:
+        self.batches.append((list(outcomes), deliver))
+
+    def committed_outcomes(self) -> list[object]:
+        return [o for outcomes, _ in self.batches for o in outcomes]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(2_000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
+def test_requests_are_answered_only_when_the_completion_delivers(deps, runtime, account) -> None:
+    held = HeldCompletion()
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=held)
+    stranger = {**account, "api_key": "psk_" + "x" * 40}
+    works = [work_for(deps, account) for _ in range(12)] + [work_for(deps, stranger)]
+
+    async def scenario() -> list[object]:
+        tasks = [asyncio.ensure_future(committer.run(w)) for w in works]
+        await until(lambda: len(held.committed_outcomes()) == len(works))
+        await asyncio.sleep(0.05)
+        assert not any(task.done() for task in tasks)  # committed, not answered yet
+        signatures, _ = ledger(runtime, account)
+        assert len(signatures) == 12  # ... though recorded
+        for _, deliver in held.batches:
+            deliver()
+        return await asyncio.gather(*tasks)
+
+    outcomes = asyncio.run(scenario())
+    assert all(isinstance(o, PreparedPayment) for o in outcomes[:12])
+    assert isinstance(outcomes[12], NotAuthenticated)
+    assert held.committed_outcomes() == outcomes  # each outcome, once, in order
+    # Works on the event loop (SQLite) show each outcome as it returns, before the commit;
+    # a batch in a worker thread (PostgreSQL) only reports when committed.
+    assert held.seen == (outcomes if deps.store.inline else [])
+
+
+def test_a_failed_work_is_not_the_completions_and_still_fails(deps, account) -> None:
+    held = HeldCompletion()
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=held)
+
+    async def scenario() -> list[object]:
+        tasks = [asyncio.ensure_future(committer.run(work_for(deps, account))) for _ in range(5)]
+        tasks.append(asyncio.ensure_future(committer.run(failing(deps, account))))
+        await until(lambda: len(held.committed_outcomes()) == 5)
+        for _, deliver in held.batches:
+            deliver()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    assert all(isinstance(o, PreparedPayment) for o in outcomes[:5])
+    assert isinstance(outcomes[5], Boom)
+    assert all(isinstance(o, PreparedPayment) for o in held.committed_outcomes())
+
+
+class BrokenCompletion:
+    def ran(self, outcome: object) -> None:
+        pass
+
+    def committed(self, outcomes, deliver: Callable[[], None]) -> None:
+        raise RuntimeError("the completion has a bug")
+
+
+def test_a_broken_completion_still_answers_every_request(deps, account) -> None:
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(
+        deps.store, completion=BrokenCompletion()
+    )
+    outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(10)]))
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert all(settled(o).header for o in outcomes)  # signed where answered
+
+
+def signer_of(signature: bytes, digest: bytes) -> str:
+    public = coincurve.PublicKey.from_signature_and_message(
+        signature[:64] + bytes((signature[64] - 27,)), digest, hasher=None
+    )
+    return checksum_address(keccak256(public.format(compressed=False)[1:])[12:])
+
+
+def test_a_signer_process_signs_committed_batches_for_their_wallet(deps, account) -> None:
+    signer = SignerProcess()
+    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=signer)
+
+    async def scenario() -> list[object]:
+        warm = await run_all(committer, [work_for(deps, account) for _ in range(4)])
+        assert all(isinstance(o, PreparedPayment) for o in warm)
+        await until(lambda: signer.ready)  # the first batch started it
+        return await run_all(committer, [work_for(deps, account) for _ in range(40)])
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        signer.close()
+    payments = [o for o in outcomes if isinstance(o, PreparedPayment)]
+    assert len(payments) == 40
+    # One batch of 40 (SQLite), or a lone first request and a batch of 39 (PostgreSQL, whose
+    # first request starts a batch at once): a lone payment is signed where it is answered.
+    signed_before_delivery = [p for p in payments if p.signature is not None]
+    assert signer.signed_here == len(signed_before_delivery) >= 39
+    assert all(settled(p).header for p in payments)
+    assert {signer_of(p.signature, p.digest) for p in payments if p.signature} == {
+        account["wallet"]
+    }

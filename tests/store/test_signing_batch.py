@@ -15,7 +15,7 @@ from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import Caps, Window, day_window, month_window
 from paysign.policy.decide import Grant, PolicySettings
 from paysign.policy.seller import SellerLocation
-from paysign.protocol import SignedPayment
+from paysign.protocol import PreparedPayment
 from paysign.services import accounts, keys, policy
 from paysign.services.signing import SigningDeps, by_api_key, signing_work
 from paysign.store import policy_repo
@@ -206,7 +206,7 @@ def test_two_accounts_in_one_batch_each_keep_their_own_caps(runtime, signing_sto
     outcomes = asyncio.run(all_at_once())
     for parity in (0, 1):  # the requests of one account
         mine = outcomes[parity::2]
-        assert [isinstance(o, SignedPayment) for o in mine] == [True] * 3 + [False] * 3
+        assert [isinstance(o, PreparedPayment) for o in mine] == [True] * 3 + [False] * 3
         assert all(isinstance(o, SpendCapExceeded) for o in mine[3:])
     with runtime.db.read() as conn:
         spent = conn.exec_driver_sql("SELECT spent FROM spend_windows").scalars().all()
@@ -231,7 +231,7 @@ def test_a_batch_across_midnight_charges_each_day_its_own(runtime, signing_store
         return await asyncio.gather(*(committer.run(w) for w in before + after))
 
     outcomes = asyncio.run(all_at_once())
-    assert [isinstance(o, SignedPayment) for o in outcomes] == [True, True, False] * 2
+    assert [isinstance(o, PreparedPayment) for o in outcomes] == [True, True, False] * 2
     with runtime.db.read() as conn:
         days = [day_window(NOW), day_window(clock.now())]
         assert [policy_repo.spent_in(conn, account_id, d) for d in days] == [20_000, 20_000]
@@ -253,9 +253,9 @@ def test_after_a_refused_first_payment_smaller_ones_still_fit(runtime, signing_s
     async def batch(amounts: list[int]) -> list[object]:
         return await asyncio.gather(*(committer.run(pay(a)) for a in amounts))
 
-    assert isinstance(asyncio.run(batch([20_000]))[0], SignedPayment)
+    assert isinstance(asyncio.run(batch([20_000]))[0], PreparedPayment)
     outcomes = asyncio.run(batch([10_000, 5_000, 1_000]))
-    assert [type(o) for o in outcomes] == [SpendCapExceeded, SignedPayment, SpendCapExceeded]
+    assert [type(o) for o in outcomes] == [SpendCapExceeded, PreparedPayment, SpendCapExceeded]
     with runtime.db.read() as conn:
         assert policy_repo.spent_in(conn, account_id, day_window(NOW)) == 25_000
         assert policy_repo.spent_in(conn, account_id, month_window(NOW)) == 25_000

@@ -23,6 +23,7 @@ from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver  # oauth (issue 6 item 4)
+from paysign.custody.signer_process import SignerProcess
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes  # oauth (issue 6 item 4)
 from paysign.portal import create_portal  # portal (issue 7)
@@ -38,7 +39,10 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     store = signing_store_for(runtime.db)
     deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or catalog)
     public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
-    sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes)
+    signer = SignerProcess() if settings.signer_process else None
+    if signer is not None:
+        runtime.db.on_dispose(signer.close)
+    sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes, completion=signer)
     openapi = openapi_document(settings.resolved_base_url, problem_base)
 
     async def openapi_json(request: Request) -> Response:
@@ -103,5 +107,6 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     app.add_direct_route("POST", "/wallets/signatures", RequestLogMiddleware(sign, problem_base))
     app.state.catalog = catalog
     app.state.connector = connector  # issue 6
+    app.state.signer_process = signer
     app.add_middleware(RequestLogMiddleware, problem_base=problem_base)
     return app

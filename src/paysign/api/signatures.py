@@ -35,7 +35,7 @@ from paysign.services.signing import (
     settled,
     signing_work,
 )
-from paysign.store.group_commit import GroupCommitter
+from paysign.store.group_commit import Completion, GroupCommitter
 
 T = TypeVar("T")
 
@@ -117,13 +117,23 @@ async def respond(
 
 class SignatureEndpoint:
     """The ASGI app for ``POST /wallets/signatures``; concurrent requests share transactions
-    (``store.group_commit``)."""
+    (``store.group_commit``), and with a ``completion`` (``custody.signer_process``) their
+    signatures are made beside the event loop."""
 
-    def __init__(self, deps: SigningDeps, problem_base: str, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        deps: SigningDeps,
+        problem_base: str,
+        max_body_bytes: int,
+        *,
+        completion: Completion | None = None,
+    ) -> None:
         self.deps = deps
         self.problem_base = problem_base
         self.max_body_bytes = max_body_bytes
-        self.committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+        self.committer: GroupCommitter[SigningOutcome] = GroupCommitter(
+            deps.store, completion=completion
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deps = self.deps

@@ -22,7 +22,14 @@ from paysign.protocol.networks import (
     parse_address,
     resolve_network,
 )
-from paysign.protocol.payload import SignedPayment, encode_header, sign_payment, valid_before_for
+from paysign.protocol.payload import (
+    PreparedPayment,
+    SignedPayment,
+    encode_header,
+    prepare_payment,
+    sign_payment,
+    valid_before_for,
+)
 from paysign.protocol.terms import PaymentTerms, SignatureRequest, parse_signature_request
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "DigestSigner",
     "Network",
     "PaymentTerms",
+    "PreparedPayment",
     "PrivateKeySigner",
     "SignatureRequest",
     "SignedPayment",
@@ -43,6 +51,7 @@ __all__ = [
     "encode_header",
     "parse_address",
     "parse_signature_request",
+    "prepare_payment",
     "resolve_network",
     "sign_digest",
     "sign_payment",

@@ -142,6 +142,21 @@ def sign_digest(private_key: bytes, digest: bytes) -> bytes:
     return PrivateKeySigner(private_key).sign_digest(digest)
 
 
+def sign_with_key(private_key: bytes, digest: bytes) -> bytes | None:
+    """65 bytes r‖s‖v (v ∈ {27, 28}, low-s) over a 32-byte digest, straight from libsecp256k1;
+    ``None`` when it refuses (an invalid key). The one signing call of the service: the
+    signer process (``custody.signer_worker``) makes it too."""
+    signature = _ffi.new("secp256k1_ecdsa_recoverable_signature *")
+    if not _lib.secp256k1_ecdsa_sign_recoverable(
+        _CTX, signature, digest, private_key, _ffi.NULL, _ffi.NULL
+    ):
+        return None
+    compact = _ffi.new("unsigned char[64]")
+    recid = _ffi.new("int *")
+    _lib.secp256k1_ecdsa_recoverable_signature_serialize_compact(_CTX, compact, recid, signature)
+    return bytes(_ffi.buffer(compact, 64)) + bytes((27 + recid[0],))
+
+
 class DigestSigner(Protocol):
     """Anything that signs a 32-byte digest for one address (a local key, an HSM, a KMS)."""
 
@@ -199,17 +214,15 @@ class WalletSigner:
     def sign_digest(self, digest: bytes) -> bytes:
         if len(digest) != 32:
             raise ValueError("an EIP-712 digest is 32 bytes")
-        signature = _ffi.new("secp256k1_ecdsa_recoverable_signature *")
-        if not _lib.secp256k1_ecdsa_sign_recoverable(
-            _CTX, signature, digest, self._key, _ffi.NULL, _ffi.NULL
-        ):
+        signature = sign_with_key(self._key, digest)
+        if signature is None:
             raise ValueError("libsecp256k1 refused to sign")
-        compact = _ffi.new("unsigned char[64]")
-        recid = _ffi.new("int *")
-        _lib.secp256k1_ecdsa_recoverable_signature_serialize_compact(
-            _CTX, compact, recid, signature
-        )
-        return bytes(_ffi.buffer(compact, 64)) + bytes((27 + recid[0],))
+        return signature
+
+    def private_key_for_signer_process(self) -> bytes:
+        """The key, for the service's own signer process only (``custody.signer_process``);
+        never log, return or store it."""
+        return self._key
 
     def __repr__(self) -> str:  # never show the key
         return f"WalletSigner(address={checksum_address(self.address)})"

@@ -53,13 +53,45 @@ def valid_before_for(terms: PaymentTerms, now: int) -> int:
     return now + min(MAX_SIGNATURE_LIFETIME_SECONDS, terms.max_timeout_seconds)
 
 
-def sign_payment(
-    terms: PaymentTerms, signer: DigestSigner, *, now: int, nonce: bytes
-) -> SignedPayment:
-    """Sign an EIP-3009 ``TransferWithAuthorization`` for ``terms`` and wrap it for the seller.
+class PreparedPayment:
+    """A payment whose digest is ready and whose signature may be made elsewhere.
 
-    ``nonce`` must be 32 fresh random bytes: USDC settles each (from, nonce) pair once.
+    The signing service records a payment, commits, and only then answers; the signature
+    itself can be made meanwhile by another process (``custody.signer_process``), which sets
+    ``signature``. ``signed()`` wraps it for the seller, signing here if nobody did.
     """
+
+    __slots__ = ("digest", "nonce", "signature", "signer", "terms", "valid_before")
+
+    def __init__(
+        self,
+        terms: PaymentTerms,
+        signer: DigestSigner,
+        valid_before: int,
+        nonce: bytes,
+        digest: bytes,
+    ) -> None:
+        self.terms = terms
+        self.signer = signer
+        self.valid_before = valid_before
+        self.nonce = nonce
+        self.digest = digest
+        self.signature: bytes | None = None
+
+    def signed(self) -> SignedPayment:
+        signature = self.signature
+        if signature is None:
+            signature = self.signature = self.signer.sign_digest(self.digest)
+        return _signed_payment(self, signature)
+
+    def __repr__(self) -> str:  # the signer hides its key; the digest and nonce are no secret
+        return f"PreparedPayment(nonce=0x{self.nonce.hex()}, signed={self.signature is not None})"
+
+
+def prepare_payment(
+    terms: PaymentTerms, signer: DigestSigner, *, now: int, nonce: bytes
+) -> PreparedPayment:
+    """Everything of ``sign_payment`` but the signature itself: the digest to sign."""
     if len(nonce) != 32:
         raise ValueError("the authorization nonce is 32 bytes")
     valid_before = valid_before_for(terms, now)
@@ -73,10 +105,25 @@ def sign_payment(
         valid_before,
         nonce,
     )
-    signature = signer.sign_digest(digest)
+    return PreparedPayment(terms, signer, valid_before, nonce, digest)
+
+
+def sign_payment(
+    terms: PaymentTerms, signer: DigestSigner, *, now: int, nonce: bytes
+) -> SignedPayment:
+    """Sign an EIP-3009 ``TransferWithAuthorization`` for ``terms`` and wrap it for the seller.
+
+    ``nonce`` must be 32 fresh random bytes: USDC settles each (from, nonce) pair once.
+    """
+    return prepare_payment(terms, signer, now=now, nonce=nonce).signed()
+
+
+def _signed_payment(prepared: PreparedPayment, signature: bytes) -> SignedPayment:
+    terms, valid_before, nonce = prepared.terms, prepared.valid_before, prepared.nonce
+    address = prepared.signer.address
     inner: dict[str, Any] = {
         "authorization": {
-            "from": checksum_address(signer.address),
+            "from": checksum_address(address),
             # The seller's payTo spelling, as the SDK client does; facilitators compare it
             # case-insensitively and it is the same 20 bytes that were signed.
             "to": terms.accepted["payTo"],
@@ -94,7 +141,7 @@ def sign_payment(
         valid_after=VALID_AFTER,
         valid_before=valid_before,
         nonce=nonce,
-        from_address=signer.address,
+        from_address=address,
     )
 
 

@@ -1,9 +1,11 @@
 """``sign_payment``: terms in, a policy-checked, cap-reserved, recorded EIP-3009 authorization out.
 
 The order is fixed: authenticate → validate the terms → source policy (deny → ecosystem →
-allow list / pending) → per-payment cap → sign → in one transaction reserve the day and month
-windows with a guarded upsert and record the signature → commit → return. A signature is
-only ever returned after the row recording it (and its cap reservation) is committed.
+allow list / pending) → per-payment cap → in one transaction reserve the day and month windows
+with a guarded upsert and record the payment → commit → sign → return. The digest is made in
+the transaction, the signature over it after (or meanwhile, in the signer process): either
+way a signature is only ever returned after the row recording it (and its cap reservation)
+is committed.
 Every refusal by the policy or a cap is recorded too, in its own committed transaction.
 
 Authentication comes first: an unauthenticated caller learns nothing from a validation error.
@@ -32,13 +34,14 @@ from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
     AssetRegistry,
+    PreparedPayment,
     SignatureRequest,
     SignedPayment,
     WalletSigner,
     parse_address,
     parse_signature_request,
+    prepare_payment,
 )
-from paysign.protocol import sign_payment as sign_terms
 from paysign.services.accounts import wallet_context
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
 from paysign.services.refusals import cap_refusal, policy_refusal
@@ -74,7 +77,7 @@ class Attempt:
     seller: SellerLocation
     sandbox: bool
     now: int
-    signed: SignedPayment | None = None
+    prepared: PreparedPayment | None = None
 
     def refusal_record(self, error: PaysignError, rule: str | None) -> policy_repo.RefusalRecord:
         terms = self.request.terms
@@ -158,16 +161,17 @@ def sign_payment_for(
     return settled(outcome)
 
 
-#: What a signing request comes to once its transaction is committed: the signed payment, or
-#: the error to answer with (a refusal is recorded in that transaction).
-SigningOutcome = SignedPayment | PaysignError
+#: What a signing request comes to once its transaction is committed: the recorded payment,
+#: ready to sign, or the error to answer with (a refusal is recorded in that transaction).
+SigningOutcome = PreparedPayment | PaysignError
 
 
 def settled(outcome: SigningOutcome) -> SignedPayment:
-    """The signed payment, or raises the outcome's error (only once it is committed)."""
+    """The signed payment (signed here unless the signer process did), or raises the
+    outcome's error; call it only once the outcome's transaction is committed."""
     if isinstance(outcome, PaysignError):
         raise outcome
-    return outcome
+    return outcome.signed()
 
 
 def signing_work(
@@ -205,8 +209,8 @@ def signing_work(
             pending = seller if decision.outcome is Outcome.PENDING else None
             tx.record_refusal(attempt.refusal_record(refusal, rule), pending)
             return refusal
-        assert attempt.signed is not None  # allowed and within the caps: it was signed
-        return attempt.signed
+        assert attempt.prepared is not None  # allowed and within the caps: it was recorded
+        return attempt.prepared
 
     return work
 
@@ -243,7 +247,8 @@ def _signer(deps: SigningDeps, tx: SigningTransaction, holder: repo.KeyHolder) -
 def _sign_within_caps(
     deps: SigningDeps, tx: SigningTransaction, attempt: Attempt, decision: Decision
 ) -> tuple[PaymentRefused | None, str | None]:
-    """Sign and record the payment, or say which cap refused it (nothing is then reserved)."""
+    """Record the payment and make its digest, or say which cap refused it (nothing is then
+    reserved)."""
     terms = attempt.request.terms
     caps = attempt.holder.policy.caps
     if not attempt.sandbox:
@@ -259,8 +264,8 @@ def _sign_within_caps(
             return refusal, f"caps.{hit.window.name}"
     holder = attempt.holder
     signer = _signer(deps, tx, holder)
-    attempt.signed = sign_terms(terms, signer, now=attempt.now, nonce=deps.new_nonce())
-    tx.insert_signature(_signature_record(attempt, attempt.signed, decision))
+    attempt.prepared = prepare_payment(terms, signer, now=attempt.now, nonce=deps.new_nonce())
+    tx.insert_signature(_signature_record(attempt, attempt.prepared, decision))
     last_used = holder.last_used_at
     stale = last_used is None or attempt.now - last_used >= LAST_USED_RESOLUTION_SECONDS
     if holder.key_id is not None and stale:
@@ -269,7 +274,7 @@ def _sign_within_caps(
 
 
 def _signature_record(
-    attempt: Attempt, signed: SignedPayment, decision: Decision
+    attempt: Attempt, prepared: PreparedPayment, decision: Decision
 ) -> repo.SignatureRecord:
     terms = attempt.request.terms
     return repo.SignatureRecord(
@@ -281,8 +286,8 @@ def _signature_record(
         asset=terms.token.address_hex,
         pay_to="0x" + terms.pay_to.hex(),
         amount=terms.amount,
-        nonce=signed.nonce,
-        valid_before=signed.valid_before,
+        nonce=prepared.nonce,
+        valid_before=prepared.valid_before,
         sandbox=attempt.sandbox,
         x402_version=terms.x402_version,
         created_at=attempt.now,

@@ -26,11 +26,15 @@ signatures/s with two, 3,100 with one, at a quarter less CPU per request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
+
+import structlog
 
 from paysign.store.signing_store import SigningStore, SigningTransaction
+
+log = structlog.get_logger("paysign.store")
 
 T = TypeVar("T")
 
@@ -38,6 +42,19 @@ Work = Callable[[SigningTransaction], T]
 
 #: The most requests one transaction takes: bounds how long the first of them waits.
 MAX_BATCH = 64
+
+
+class Completion(Protocol):
+    """What a batch's outcomes still need once committed, before they are answered (their
+    signatures, made by ``custody.signer_process`` while the batch runs)."""
+
+    def ran(self, outcome: object) -> None:
+        """A work of a batch running on the event loop returned ``outcome`` (not committed
+        yet: the batch may still roll back)."""
+
+    def committed(self, outcomes: Sequence[object], deliver: Callable[[], None]) -> None:
+        """The batch that returned ``outcomes`` is committed; call ``deliver`` (on the event
+        loop, now or later) when they may be answered."""
 
 
 class _Failed:
@@ -49,9 +66,15 @@ class _Failed:
 
 class GroupCommitter(Generic[T]):
     def __init__(
-        self, store: SigningStore, *, max_inflight: int = 1, max_batch: int = MAX_BATCH
+        self,
+        store: SigningStore,
+        *,
+        max_inflight: int = 1,
+        max_batch: int = MAX_BATCH,
+        completion: Completion | None = None,
     ) -> None:
         self._store = store
+        self._completion = completion
         self._max_inflight = 1 if store.inline else max_inflight
         self._max_batch = max_batch
         self._queue: list[tuple[Work[T], asyncio.Future[T]]] = []
@@ -78,7 +101,8 @@ class GroupCommitter(Generic[T]):
         try:
             while self._queue:
                 batch = self._take()
-                _settle(batch, self.run_batch([work for work, _ in batch]))
+                ran = self._completion.ran if self._completion is not None else None
+                self._complete(batch, self.run_batch([work for work, _ in batch], ran))
         finally:
             self._inflight = 0
 
@@ -104,14 +128,39 @@ class GroupCommitter(Generic[T]):
                 if not future.done():
                     future.set_exception(error)
         else:
-            _settle(batch, done.result())
+            self._complete(batch, done.result())
         self._start_batches(loop)
 
-    def run_batch(self, works: list[Work[T]]) -> list[T | _Failed]:
-        """Every work in one transaction; each alone in its own when anything fails."""
+    def _complete(
+        self, batch: list[tuple[Work[T], asyncio.Future[T]]], outcomes: list[T | _Failed]
+    ) -> None:
+        if self._completion is None:
+            _settle(batch, outcomes)
+            return
+        succeeded = [o for o in outcomes if not isinstance(o, _Failed)]
+        deliver = partial(_settle, batch, outcomes)
+        try:
+            self._completion.committed(succeeded, deliver)
+        except Exception:
+            # Never leave a committed request unanswered: its signature is made when answered.
+            log.exception("batch_completion_failed")
+            deliver()
+
+    def run_batch(
+        self, works: list[Work[T]], ran: Callable[[object], None] | None = None
+    ) -> list[T | _Failed]:
+        """Every work in one transaction; each alone in its own when anything fails.
+
+        ``ran`` sees each outcome as it is returned, before the commit.
+        """
         try:
             with self._store.transaction() as tx:
-                results: list[T | _Failed] = [work(tx) for work in works]
+                results: list[T | _Failed] = []
+                for work in works:
+                    outcome = work(tx)
+                    results.append(outcome)
+                    if ran is not None:
+                        ran(outcome)
             return results
         except Exception:  # noqa: S110 - each work runs again and keeps its own error
             pass

@@ -1,0 +1,65 @@
+"""bench/sign.py counts a server's signer process in its CPU per request."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+# A stand-in server: it starts a real signer process and an unrelated child, has the signer
+# make 20,000 signatures (a good part of a CPU second), then waits for its stdin to close.
+SERVER = """
+import subprocess, sys
+signer = subprocess.Popen(
+    [sys.executable, "-m", "paysign.custody.signer_worker"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+)
+other = subprocess.Popen(["sleep", "60"])
+assert signer.stdout.read(1) == b"\\x01"
+job = bytes(31) + b"\\x01" + bytes(32)
+for _ in range(40):
+    signer.stdin.write(job * 500)
+    signer.stdin.flush()
+    assert len(signer.stdout.read(65 * 500)) == 65 * 500
+print(signer.pid, other.pid, flush=True)
+sys.stdin.read()
+other.kill()
+"""
+
+
+@pytest.fixture(scope="module")
+def sign_bench() -> ModuleType:
+    sys.path.insert(0, str(BENCH))  # sign.py imports cpu_breakdown beside it
+    try:
+        spec = importlib.util.spec_from_file_location("bench_sign", BENCH / "sign.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
+    return module
+
+
+def test_the_signer_process_is_part_of_the_servers_cpu(sign_bench: ModuleType) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        signer_pid, other_pid = map(int, server.stdout.readline().split())
+        assert sign_bench.signer_children(server.pid) == [signer_pid]  # not `sleep`
+        own = sign_bench.own_cpu_seconds(server.pid)
+        signer = sign_bench.own_cpu_seconds(signer_pid)
+        total = sign_bench.process_cpu_seconds(server.pid)
+        assert signer > 0.05
+        assert total == pytest.approx(own + signer, abs=0.02)
+        assert sign_bench.signer_children(other_pid) == []
+    finally:
+        server.communicate("", timeout=30)

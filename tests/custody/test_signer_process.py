@@ -1,0 +1,252 @@
+"""The signer process (custody/signer_process.py, signer_worker.py), with real child processes:
+its signatures are the service's to the byte, a batch is delivered only once signed, and a
+child that dies, stalls or never starts costs no payment its signature."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import signature_body
+from paysign.custody.signer_process import SignerProcess
+from paysign.custody.signer_worker import JOB_BYTES, READY, REFUSED, SIGNATURE_BYTES
+from paysign.protocol import (
+    PreparedPayment,
+    PrivateKeySigner,
+    WalletSigner,
+    address_of,
+    parse_signature_request,
+    prepare_payment,
+)
+from paysign.protocol.networks import AssetRegistry
+
+REGISTRY = AssetRegistry.from_addresses(
+    mainnet="0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    mainnet_name="USD Coin",
+    testnet="0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+    testnet_name="USDC",
+    version="2",
+)
+TERMS = parse_signature_request(signature_body(), REGISTRY).terms
+WORKER = [sys.executable, "-m", "paysign.custody.signer_worker"]
+
+
+def payments(count: int) -> list[PreparedPayment]:
+    """Payments of distinct random wallets, ready to sign."""
+    found = []
+    for _ in range(count):
+        key = secrets.token_bytes(32)
+        signer = WalletSigner(key, address_of(key))
+        found.append(prepare_payment(TERMS, signer, now=1_790_000_000, nonce=os.urandom(32)))
+    return found
+
+
+def expected(payment: PreparedPayment) -> bytes:
+    """The signature by coincurve's own key object: another path than the service's."""
+    assert isinstance(payment.signer, WalletSigner)
+    key = payment.signer.private_key_for_signer_process()
+    return PrivateKeySigner(key).sign_digest(payment.digest)
+
+
+async def until(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.005)
+
+
+async def started(signer: SignerProcess) -> None:
+    """Start the child (a batch of two does) and wait until it can sign."""
+    signer.committed(payments(2), lambda: None)
+    await until(lambda: signer.ready)
+
+
+async def deliver_batch(signer: SignerProcess, batch: list[PreparedPayment]) -> float:
+    """Run ``batch`` through the signer as group commit does; seconds until delivered."""
+    delivered = asyncio.Event()
+    began = time.monotonic()
+    for payment in batch:
+        signer.ran(payment)
+    signer.committed(batch, delivered.set)
+    await asyncio.wait_for(delivered.wait(), 15)
+    return time.monotonic() - began
+
+
+def test_the_worker_signs_byte_for_byte_like_coincurve_and_refuses_a_bad_key() -> None:
+    batch = payments(300)
+    jobs = b"".join(p.signer.private_key_for_signer_process() + p.digest for p in batch)  # type: ignore[attr-defined]
+    bad_key = bytes(32) + bytes(32)  # zero is no secp256k1 key
+    answer = subprocess.run(
+        WORKER, input=jobs + bad_key, capture_output=True, timeout=60, check=True
+    ).stdout  # it exits at the end of its input
+    assert answer[:1] == READY
+    body = answer[1:]
+    assert len(body) == SIGNATURE_BYTES * 301
+    signatures = [body[i : i + SIGNATURE_BYTES] for i in range(0, len(body), SIGNATURE_BYTES)]
+    assert signatures[:300] == [expected(p) for p in batch]
+    assert signatures[300] == REFUSED
+    assert JOB_BYTES == 64
+
+
+def test_a_batch_is_signed_by_the_child_and_delivered_only_then() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess()
+        try:
+            await started(signer)
+            batch = payments(21)  # two chunks of 8 while it runs, 5 at the commit
+            await deliver_batch(signer, batch)
+            assert [p.signature for p in batch] == [expected(p) for p in batch]
+            assert signer.signed_here >= 21
+            assert signer.started == 1
+        finally:
+            signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_payment_is_left_to_the_loop_and_starts_no_child() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess()
+        delivered: list[bool] = []
+        (payment,) = payments(1)
+        signer.ran(payment)
+        signer.committed([payment], lambda: delivered.append(True))
+        assert delivered == [True]  # at once, not after a round trip
+        assert payment.signature is None
+        assert signer.started == 0
+        assert payment.signed().payload["payload"]["signature"] == "0x" + expected(payment).hex()
+        signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_outcomes_that_are_no_wallet_payment_are_delivered_at_once() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess()
+        delivered: list[bool] = []
+        other = prepare_payment(
+            TERMS, PrivateKeySigner(secrets.token_bytes(32)), now=1, nonce=bytes(32)
+        )
+        signer.committed([ValueError("a refusal"), other, other], lambda: delivered.append(True))
+        assert delivered == [True]
+        assert signer.started == 0
+        signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_child_killed_with_payments_in_flight_owes_nothing_and_is_replaced() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess()
+        try:
+            await started(signer)
+            first_pid = signer.pid
+            assert first_pid is not None
+            os.kill(first_pid, signal.SIGSTOP)  # it holds the batch unanswered...
+            batch = payments(12)
+            delivered = asyncio.Event()
+            for payment in batch:
+                signer.ran(payment)
+            signer.committed(batch, delivered.set)
+            assert not delivered.is_set()
+            os.kill(first_pid, signal.SIGKILL)  # ...and dies with it
+            await asyncio.wait_for(delivered.wait(), 15)
+            assert all(p.signature is None for p in batch)  # signed on the loop when answered
+            assert [p.signed().payload["payload"]["signature"] for p in batch] == [
+                "0x" + expected(p).hex() for p in batch
+            ]
+            # The next batch starts a new child, and the one after is signed by it.
+            await started(signer)
+            assert signer.started == 2 and signer.pid != first_pid
+            again = payments(5)
+            await deliver_batch(signer, again)
+            assert [p.signature for p in again] == [expected(p) for p in again]
+        finally:
+            signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stalled_child_is_killed_and_its_payments_delivered() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess(stall_seconds=0.3)
+        try:
+            await started(signer)
+            stalled = signer.pid
+            assert stalled is not None
+            os.kill(stalled, signal.SIGSTOP)
+            batch = payments(4)
+            waited = await deliver_batch(signer, batch)
+            assert 0.25 <= waited < 10
+            assert all(p.signature is None for p in batch)
+            assert signer.pid is None
+            with pytest.raises(ProcessLookupError):  # killed and reaped, not left stopped
+                os.kill(stalled, 0)
+        finally:
+            signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_child_that_never_starts_is_retried_a_bounded_number_of_times() -> None:
+    async def scenario() -> None:
+        never = [sys.executable, "-c", "pass"]  # exits without saying it is ready
+        signer = SignerProcess(command=never, max_restarts=2, restart_window=60)
+        try:
+            for _ in range(8):
+                delivered: list[bool] = []
+                batch = payments(3)
+                signer.committed(batch, lambda: delivered.append(True))
+                assert delivered == [True]  # never kept waiting for a child that is not there
+                await until(lambda: signer.pid is None, timeout=15)  # it exited; noticed
+            assert signer.started == 3  # the first start and two restarts, then no more
+        finally:
+            signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_close_ends_the_child_and_later_batches_are_left_to_the_loop() -> None:
+    async def scenario() -> None:
+        signer = SignerProcess()
+        await started(signer)
+        pid = signer.pid
+        assert pid is not None
+        signer.close()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        delivered: list[bool] = []
+        signer.committed(payments(3), lambda: delivered.append(True))
+        assert delivered == [True]
+        assert signer.started == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_new_event_loop_gets_a_new_child() -> None:
+    signer = SignerProcess()
+    try:
+        asyncio.run(started(signer))
+        first = signer.pid
+
+        async def second_loop() -> None:
+            await started(signer)
+            batch = payments(3)
+            await deliver_batch(signer, batch)
+            assert [p.signature for p in batch] == [expected(p) for p in batch]
+
+        asyncio.run(second_loop())
+        assert signer.pid != first
+        assert first is not None
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)
+    finally:
+        signer.close()
