@@ -20,7 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 #: Library groups, in the order of the table; the first pattern that matches a library wins.
@@ -63,20 +63,20 @@ def by_group(shares: dict[str, float]) -> dict[str, float]:
 
 
 def record(
-    pid: int,
+    pids: Sequence[int],
     output: Path,
     run_load: Callable[[], dict[str, object]],
     spawn: Callable[..., subprocess.Popen[bytes]],
     stop: Callable[[subprocess.Popen[bytes]], None],
     log_path: Path,
 ) -> tuple[dict[str, float], dict[str, object]] | str:
-    """Sample ``pid`` while ``run_load()`` runs: ({group: percent}, the load's result), or
-    why not."""
+    """Sample ``pids`` (a server and its signer process) while ``run_load()`` runs:
+    ({group: percent}, the load's result), or why not."""
     perf = shutil.which("perf")
     if perf is None:
         return "perf is not installed (apt-get install -y linux-perf)"
     recorder = spawn(
-        [perf, "record", "-F", "999", "-p", str(pid), "-o", str(output), "--quiet"],
+        [perf, "record", "-F", "999", "-p", ",".join(map(str, pids)), "-o", str(output), "--quiet"],
         log_path=log_path,
     )
     try:

@@ -677,18 +677,22 @@ def load(
             args.python_client,
         ]
     cpu_before = process_cpu_seconds(target.proc.pid)
+    own_before = own_cpu_seconds(target.proc.pid)
     proc = spawn(cmd, env=env, capture=True)
     try:
         out, _ = proc.communicate(timeout=seconds + 60)
     finally:
         stop(proc)
     cpu_after = process_cpu_seconds(target.proc.pid)
+    own_after = own_cpu_seconds(target.proc.pid)
     for line in out.decode(errors="replace").splitlines():
         if line.startswith("BENCH_RESULT "):
             result: dict[str, Any] = json.loads(line[len("BENCH_RESULT ") :])
             result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
             if cpu_before is not None and cpu_after is not None and result["requests"]:
                 result["cpu_us"] = (cpu_after - cpu_before) * 1e6 / result["requests"]
+            if own_before is not None and own_after is not None and result["requests"]:
+                result["own_cpu_us"] = (own_after - own_before) * 1e6 / result["requests"]
             return result
     raise SystemExit(f"load generator printed no result (exit {proc.returncode}):\n{out.decode()}")
 
@@ -751,7 +755,7 @@ def breakdown(
     for target in (ceiling, ours):
         log(f"perf on {target.name} for {args.cpu_breakdown:g} s")
         got = cpu_breakdown.record(
-            target.proc.pid,
+            [target.proc.pid, *signer_children(target.proc.pid)],
             workdir / f"perf-{target.name}.data",
             lambda target=target: load(target, args, body_file, args.cpu_breakdown, loadgen),
             spawn,
@@ -947,7 +951,10 @@ def report_http(
             "postgres": "ours `POST /wallets/signatures`, PostgreSQL",
         }[t.name]
         cpu = [r["cpu_us"] for r in t.runs if "cpu_us" in r]
+        own = [r["own_cpu_us"] for r in t.runs if "own_cpu_us" in r]
         cpu_text = f"{statistics.median(cpu):.0f} µs" if cpu else "n/a"
+        if cpu and own and statistics.median(cpu) - statistics.median(own) >= 0.5:
+            cpu_text += f" ({statistics.median(own):.0f} µs without it)"
         print(
             f"| {label} | {fmt_int(rps)} | {ms(p50)} | {ms(p99)} | {cpu_text} | {non2xx} | "
             f"{sock} / {tmo} | {per_round} | {share_text} |"

@@ -1,5 +1,5 @@
 """Work the server does on its own between requests (periodic reconciliation), and keeping
-the garbage collector off the objects of its start-up."""
+the garbage collector off the objects of its start-up and out of the way of requests."""
 
 from __future__ import annotations
 
@@ -48,3 +48,20 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+#: Net container allocations between two collections of the youngest generation (CPython's
+#: default is 700).
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def space_young_collections() -> None:
+    """Collect the youngest generation every 10,000 net allocations instead of 700.
+
+    A signature request leaves almost no cyclic garbage, but with 700 the collector ran ~20
+    times for every thousand requests and found nothing: 3.4% of the server's CPU under load
+    (``gc.callbacks``, `bench/sign.py`), 1.1% with 10,000. Its pauses stay well under a
+    millisecond. The older generations keep their defaults.
+    """
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import click
 import orjson
 
-from paysign.background import freeze_startup_heap, start_reconciler
+from paysign.background import freeze_startup_heap, space_young_collections, start_reconciler
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
@@ -98,6 +98,7 @@ def serve(host: str | None, port: int | None) -> None:
             err=True,
         )
         freeze_startup_heap()
+        space_young_collections()
         uvicorn.run(
             app,
             host=settings.host,

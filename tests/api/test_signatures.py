@@ -151,6 +151,25 @@ def test_sandbox_header_with_mainnet_terms_is_refused(http, account, runtime) ->
         assert repo.signatures_of(conn, account["account_id"]) == []
 
 
+def test_the_same_body_is_checked_against_each_requests_own_sandbox_header(
+    http, account, runtime
+) -> None:
+    body = signature_body(network="eip155:8453")
+    sandbox = {"X-Sandbox-Mode": "true"}
+    assert post(http, account["api_key"], body).status_code == 200  # its bytes are kept now
+    assert post(http, account["api_key"], body, **sandbox).status_code == 422
+    testnet = signature_body()
+    assert post(http, account["api_key"], testnet, **sandbox).status_code == 200
+    assert post(http, account["api_key"], testnet).status_code == 200
+    with runtime.db.read() as conn:
+        rows = repo.signatures_of(conn, account["account_id"])
+    assert sorted((r.network, r.sandbox) for r in rows) == [
+        ("eip155:8453", False),
+        ("eip155:84532", False),
+        ("eip155:84532", True),
+    ]
+
+
 def test_key_use_is_recorded(http, account, runtime, clock) -> None:
     post(http, account["api_key"], signature_body())
     with runtime.db.read() as conn:

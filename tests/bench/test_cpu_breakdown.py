@@ -105,7 +105,7 @@ def test_a_perf_that_records_nothing_says_why(breakdown: ModuleType, tmp_path: P
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", str(tmp_path), prepend=":")
         got = breakdown.record(
-            os.getpid(),
+            [os.getpid()],
             tmp_path / "perf.data",
             lambda: (time.sleep(0.5), {"cpu_us": 1.0})[1],  # the load; perf has given up
             _spawn,
@@ -116,11 +116,12 @@ def test_a_perf_that_records_nothing_says_why(breakdown: ModuleType, tmp_path: P
 
 
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed")
-def test_perf_samples_a_busy_python_process(breakdown: ModuleType, tmp_path: Path) -> None:
-    busy = subprocess.Popen([sys.executable, "-c", "while True: sum(range(1000))"])
+def test_perf_samples_every_process_given(breakdown: ModuleType, tmp_path: Path) -> None:
+    python = subprocess.Popen([sys.executable, "-c", "while True: sum(range(1000))"])
+    shell = subprocess.Popen(["sh", "-c", "while :; do :; done"])  # no Python in it
     try:
         got = breakdown.record(
-            busy.pid,
+            [python.pid, shell.pid],
             tmp_path / "perf.data",
             lambda: (time.sleep(1.5), {"cpu_us": 1.0})[1],
             _spawn,
@@ -128,10 +129,13 @@ def test_perf_samples_a_busy_python_process(breakdown: ModuleType, tmp_path: Pat
             tmp_path / "perf.log",
         )
     finally:
-        _stop(busy)
+        _stop(python)
+        _stop(shell)
     if isinstance(got, str) and ("no samples" in got or "wrote nothing" in got):
         pytest.skip(f"perf cannot sample here: {got}")
     assert not isinstance(got, str), got
     groups, result = got
     assert result == {"cpu_us": 1.0}
-    assert groups["CPython interpreter"] > 50  # a pure-Python loop
+    # Two busy processes, one of them Python: neither is left out.
+    assert 20 < groups["CPython interpreter"] < 80
+    assert sum(groups.values()) - groups["CPython interpreter"] > 20

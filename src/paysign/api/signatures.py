@@ -1,9 +1,10 @@
 """``POST /wallets/signatures`` as a plain ASGI handler: the path an agent waits on.
 
 No Request/Response objects and no router: the ASGI scope is read directly, the body is
-parsed with orjson, and with SQLite the use case runs on the event loop (microseconds of
-in-process database work cost less than a thread hop). Framework overhead, not the 25 µs
-signature, is what decides this endpoint's speed.
+decoded with orjson once per distinct body (``services.request_bodies``), and with SQLite
+the use case runs on the event loop (microseconds of in-process database work cost less than
+a thread hop). Framework overhead, not the 25 µs signature, is what decides this endpoint's
+speed; under load the signature is made beside the loop (``custody.signer_process``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ def sandbox_requested(scope: Scope) -> bool:
     raise MalformedRequest("", "the X-Sandbox-Mode header must be 'true' or omitted")
 
 
-async def read_json_body(scope: Scope, receive: Receive, limit: int) -> Any:
+async def read_json_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The body's bytes, once its type and size are right; decoding it is the signing
+    service's (``services.request_bodies``), after the caller is authenticated."""
     content_type = _header(scope, b"content-type") or ""
     if content_type.split(";", 1)[0].strip().lower() != "application/json":
         raise UnsupportedMediaType("send the body as JSON with Content-Type: application/json")
@@ -83,15 +86,11 @@ async def read_json_body(scope: Scope, receive: Receive, limit: int) -> Any:
         message = await receive()
         if message["type"] != "http.request":  # the client went away
             raise MalformedRequest("", "the request body was not received in full")
-        body += message.get("body", b"")
+        body += bytes(message.get("body", b""))
         if len(body) > limit:
             raise RequestTooLarge(f"the body may be at most {limit} bytes")
         if not message.get("more_body", False):
-            break
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedRequest("", f"the body is not valid JSON ({exc.msg})") from None
+            return body
 
 
 def render(signed: SignedPayment) -> bytes:

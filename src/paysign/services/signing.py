@@ -45,6 +45,7 @@ from paysign.protocol import (
 from paysign.services.accounts import wallet_context
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
 from paysign.services.refusals import cap_refusal, policy_refusal
+from paysign.services.request_bodies import RequestBodies
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.signing_store import SigningStore, SigningTransaction
@@ -68,6 +69,11 @@ class SigningDeps:
     registry: AssetRegistry
     tiers: TierLookup = field(default_factory=NoListings)
     new_nonce: Callable[[], bytes] = field(default=lambda: time_ordered_nonce())
+    #: Raw bodies validated lately (``signing_work`` given ``bytes``).
+    bodies: RequestBodies = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bodies", RequestBodies(self.registry))
 
 
 @dataclass(slots=True)
@@ -99,7 +105,10 @@ class Attempt:
 def _validated(
     deps: SigningDeps, body: object, sandbox: bool
 ) -> tuple[SignatureRequest, SellerLocation]:
-    request = parse_signature_request(body, deps.registry)
+    if isinstance(body, bytes):
+        request = deps.bodies.validated(body)
+    else:
+        request = parse_signature_request(body, deps.registry)
     if sandbox and not request.terms.network.testnet:
         raise SandboxNetworkMismatch(
             f"X-Sandbox-Mode: true was sent for a payment on {request.terms.network_name}; "
@@ -178,6 +187,10 @@ def signing_work(
     deps: SigningDeps, load_holder: HolderLoader, body: object, *, sandbox: bool
 ) -> Callable[[SigningTransaction], SigningOutcome]:
     """The part of a signing request that runs inside a store transaction.
+
+    ``body`` is the request's decoded JSON, or its raw bytes (the API's: decoded and validated
+    once per distinct body, ``RequestBodies``); either way an invalid body is answered only
+    once the caller is authenticated.
 
     It returns every expected outcome instead of raising, so that it can share a transaction
     with other requests (``store.group_commit``); it only raises on a fault, and may then be run
