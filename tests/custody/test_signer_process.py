@@ -112,6 +112,25 @@ def test_a_batch_is_signed_by_the_child_and_delivered_only_then() -> None:
     asyncio.run(scenario())
 
 
+def test_the_child_gets_none_of_the_services_settings(monkeypatch) -> None:
+    monkeypatch.setenv("PAYSIGN_MASTER_KEY", "a-master-key-the-child-must-not-see")
+    monkeypatch.setenv("PAYSIGN_DATABASE_URL", "postgresql://user:secret@db/paysign")
+
+    async def scenario() -> bytes:
+        signer = SignerProcess()
+        try:
+            await started(signer)
+            assert signer.pid is not None
+            with open(f"/proc/{signer.pid}/environ", "rb") as environ:
+                return environ.read()
+        finally:
+            signer.close()
+
+    environment = asyncio.run(scenario())
+    assert b"PATH=" in environment  # it has an environment ...
+    assert b"PAYSIGN_" not in environment  # ... without the service's settings
+
+
 def test_a_lone_payment_is_left_to_the_loop_and_starts_no_child() -> None:
     async def scenario() -> None:
         signer = SignerProcess()

@@ -1,6 +1,7 @@
 """Signatures made in a child process, so that the event loop's core never spends on secp256k1.
 
-A signature costs ~25 µs of libsecp256k1, a sixth of what the service spends on a request.
+A signature costs ~25 µs of libsecp256k1: under load, more than a quarter of what the event
+loop spent on a request when it signed them itself (88 µs, `bench/sign.py --inline-signing`).
 Under load the requests of a batch (``store.group_commit``) are recorded in one transaction
 on the event loop; this sends their digests to a signer process (``signer_worker``) as the
 batch runs, in chunks, so the signatures are made on the other core while the loop records
@@ -21,7 +22,8 @@ Nothing here changes what is answered, only where the signature is made:
 * a process that died is started again, at most ``max_restarts`` times per
   ``restart_window`` seconds; past that everything is signed on the loop (and logged).
 
-Keys cross a pipe between the service and its own child, never a file; the child keeps none.
+Keys cross a pipe between the service and its own child, never a file; the child keeps none,
+and its environment holds none of the service's settings (no ``PAYSIGN_*``: no master key).
 """
 
 from __future__ import annotations
@@ -70,7 +72,11 @@ class _Child:
 
     def __init__(self, command: Sequence[str], loop: asyncio.AbstractEventLoop) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            env=_child_environment(),
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin: IO[bytes] = self.process.stdin
@@ -288,6 +294,12 @@ class SignerProcess:
     def close(self) -> None:
         self._closed = True
         self._fail("the service is stopping", closing=True)
+
+
+def _child_environment() -> dict[str, str]:
+    # The child signs with the keys it is sent and needs none of the service's settings: the
+    # master key (PAYSIGN_MASTER_KEY) and database credentials stay out of its environment.
+    return {name: value for name, value in os.environ.items() if not name.startswith("PAYSIGN_")}
 
 
 def _offloadable(payment: PreparedPayment) -> bool:

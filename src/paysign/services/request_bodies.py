@@ -1,7 +1,7 @@
 """Signature request bodies, decoded and validated once per distinct body.
 
-An agent that pays the same endpoint again sends the very same bytes: the seller's 402 terms
-do not change between calls, and the nonce and expiry are ours to make, not the agent's. The
+An agent that pays the same endpoint again sends the very same bytes: a seller's 402 terms
+rarely change between calls, and the nonce and expiry are ours to make, not the agent's. The
 decoding and validation (~5 µs, a fifteenth of what the event loop spends on a request) are a
 pure function of those bytes and the asset registry, so their result is kept for the last
 few hundred distinct bodies.
@@ -24,7 +24,7 @@ import orjson
 from paysign.errors import MalformedRequest
 from paysign.protocol import AssetRegistry, SignatureRequest, parse_signature_request
 
-#: Distinct bodies kept, most recently used first out last.
+#: Distinct bodies kept; the least recently used goes first.
 CAPACITY = 512
 #: Bodies longer than this are validated every time (with ``CAPACITY`` it bounds the cache
 #: at 4 MiB); a seller's 402 terms take well under 2 KiB.
@@ -45,7 +45,7 @@ class RequestBodies:
         self._capacity = capacity
         self._max_kept_bytes = max_kept_bytes
         self._kept: OrderedDict[bytes, SignatureRequest] = OrderedDict()
-        self._lock = threading.Lock()  # the store's threads validate too, with PostgreSQL
+        self._lock = threading.Lock()  # the API asks on the event loop; any thread may
 
     def validated(self, raw: bytes) -> SignatureRequest:
         """The request ``raw`` holds; raises ``MalformedRequest`` (not JSON, or not a valid
