@@ -23,6 +23,7 @@ import uvicorn
 from paysign.bootstrap import Runtime, asset_registry
 from paysign.config import Settings
 from paysign.custody import EnvelopeVault
+from paysign.protocol import AssetRegistry
 from paysign.store.database import Database, normalise_url
 from paysign.store.migrate import migrate
 from paysign.store.signing_store import SigningStore, signing_store_for
@@ -158,6 +159,14 @@ USDC = {
     "eip155:84532": ("0x036CbD53842c5426634e7929541eC2318f3dCF7e", "USDC"),
 }
 ALIASES = {"base": "eip155:8453", "base-sepolia": "eip155:84532"}
+#: The asset registry of the default settings, for tests that need no runtime.
+REGISTRY = AssetRegistry.from_addresses(
+    mainnet=USDC["eip155:8453"][0],
+    mainnet_name=USDC["eip155:8453"][1],
+    testnet=USDC["eip155:84532"][0],
+    testnet_name=USDC["eip155:84532"][1],
+    version="2",
+)
 
 
 def signature_body(

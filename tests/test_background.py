@@ -31,6 +31,5 @@ def test_young_collections_are_spaced_and_older_ones_kept() -> None:
         gc.set_threshold(700, 7, 9)
         space_young_collections()
         assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, 7, 9)
-        assert YOUNG_COLLECTION_THRESHOLD > 700
     finally:
         gc.set_threshold(*before)

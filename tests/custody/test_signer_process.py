@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import signature_body
+from conftest import REGISTRY, signature_body
 from paysign.custody.signer_process import SignerProcess
 from paysign.custody.signer_worker import JOB_BYTES, READY, REFUSED, SIGNATURE_BYTES
 from paysign.protocol import (
@@ -25,15 +25,7 @@ from paysign.protocol import (
     parse_signature_request,
     prepare_payment,
 )
-from paysign.protocol.networks import AssetRegistry
 
-REGISTRY = AssetRegistry.from_addresses(
-    mainnet="0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-    mainnet_name="USD Coin",
-    testnet="0x036CbD53842c5426634e7929541eC2318f3dCF7e",
-    testnet_name="USDC",
-    version="2",
-)
 TERMS = parse_signature_request(signature_body(), REGISTRY).terms
 WORKER = [sys.executable, "-m", "paysign.custody.signer_worker"]
 
@@ -209,6 +201,63 @@ def test_a_stalled_child_is_killed_and_its_payments_delivered() -> None:
             assert signer.pid is None
             with pytest.raises(ProcessLookupError):  # killed and reaped, not left stopped
                 os.kill(stalled, 0)
+        finally:
+            signer.close()
+
+    asyncio.run(scenario())
+
+
+# A stand-in worker that says it is ready, then refuses every job it is sent.
+REFUSING_WORKER = [
+    sys.executable,
+    "-c",
+    "import os\n"
+    "from paysign.custody.signer_worker import JOB_BYTES, READY, REFUSED, write_all\n"
+    "write_all(1, READY)\n"
+    "pending = b''\n"
+    "while data := os.read(0, 65536):\n"
+    "    pending += data\n"
+    "    whole = len(pending) // JOB_BYTES\n"
+    "    write_all(1, REFUSED * whole)\n"
+    "    pending = pending[whole * JOB_BYTES:]\n",
+]
+
+
+def test_payments_the_child_refuses_are_delivered_unsigned_and_signed_on_the_loop() -> None:
+    async def scenario() -> list[PreparedPayment]:
+        signer = SignerProcess(command=REFUSING_WORKER)
+        try:
+            await started(signer)
+            batch = payments(10)
+            await deliver_batch(signer, batch)
+            assert signer.signed_here == 0
+            assert signer.started == 1  # a refusal is an answer: the child is kept
+            return batch
+        finally:
+            signer.close()
+
+    batch = asyncio.run(scenario())
+    assert all(p.signature is None for p in batch)
+    assert [p.signed().payload["payload"]["signature"] for p in batch] == [
+        "0x" + expected(p).hex() for p in batch
+    ]
+
+
+def test_a_child_whose_first_word_is_not_ready_is_dropped() -> None:
+    async def scenario() -> None:
+        garbled = [sys.executable, "-c", "import os, time; os.write(1, b'?'); time.sleep(30)"]
+        signer = SignerProcess(command=garbled, max_restarts=0)
+        try:
+            signer.committed(payments(2), lambda: None)  # starts it
+            first = signer.pid
+            assert first is not None
+            await until(lambda: signer.pid is None)  # it said something else: stopped
+            with pytest.raises(ProcessLookupError):
+                os.kill(first, 0)
+            delivered: list[bool] = []
+            signer.committed(payments(3), lambda: delivered.append(True))
+            assert delivered == [True]  # signed on the loop; no more starts
+            assert signer.started == 1
         finally:
             signer.close()
 

@@ -8,19 +8,10 @@ import threading
 import orjson
 import pytest
 
-from conftest import signature_body
+from conftest import REGISTRY, signature_body
 from paysign.errors import MalformedRequest, UnsupportedPaymentTerms
 from paysign.protocol import parse_signature_request
-from paysign.protocol.networks import AssetRegistry
 from paysign.services.request_bodies import RequestBodies
-
-REGISTRY = AssetRegistry.from_addresses(
-    mainnet="0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
-    mainnet_name="USD Coin",
-    testnet="0x036CbD53842c5426634e7929541eC2318f3dCF7e",
-    testnet_name="USDC",
-    version="2",
-)
 
 
 def raw(amount: int = 10_000, *, scheme: str = "exact") -> bytes:

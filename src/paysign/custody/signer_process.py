@@ -39,7 +39,13 @@ from typing import IO
 
 import structlog
 
-from paysign.custody.signer_worker import JOB_BYTES, READY, REFUSED, SIGNATURE_BYTES
+from paysign.custody.signer_worker import (
+    JOB_BYTES,
+    READY,
+    REFUSED,
+    SIGNATURE_BYTES,
+    write_all,
+)
 from paysign.protocol import PreparedPayment, WalletSigner
 
 log = structlog.get_logger("paysign.signer")
@@ -86,10 +92,7 @@ class _Child:
         self.buffer = b""
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        fd = self.stdin.fileno()
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(self.stdin.fileno(), data)
 
     def stop(self, *, kill: bool) -> None:
         """End it: at once when it failed, or by closing its stdin (it exits at EOF)."""

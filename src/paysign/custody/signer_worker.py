@@ -43,7 +43,7 @@ def signatures_for(jobs: bytes) -> bytes:
 
 
 def serve(read_fd: int, write_fd: int) -> None:
-    _write_all(write_fd, READY)
+    write_all(write_fd, READY)
     pending = b""
     while True:
         data = os.read(read_fd, 1 << 16)
@@ -54,10 +54,11 @@ def serve(read_fd: int, write_fd: int) -> None:
         if whole:
             answer = signatures_for(pending[:whole])
             pending = pending[whole:]
-            _write_all(write_fd, answer)
+            write_all(write_fd, answer)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the pipe ``fd`` (a write may take only part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -144,8 +144,17 @@ def sign_digest(private_key: bytes, digest: bytes) -> bytes:
 
 def sign_with_key(private_key: bytes, digest: bytes) -> bytes | None:
     """65 bytes r‖s‖v (v ∈ {27, 28}, low-s) over a 32-byte digest, straight from libsecp256k1;
-    ``None`` when it refuses (an invalid key). The one signing call of the service: the
-    signer process (``custody.signer_worker``) makes it too."""
+    ``None`` when it refuses the key. ``WalletSigner`` signs with it, and so does the signer
+    process (``custody.signer_worker``).
+
+    >>> sign_with_key(bytes(32), bytes(32)) is None  # zero is no key
+    True
+    """
+    # libsecp256k1 reads 32 bytes from each pointer, whatever Python's buffer holds.
+    if len(private_key) != 32:
+        raise ValueError("a secp256k1 private key is 32 bytes")
+    if len(digest) != 32:
+        raise ValueError("an EIP-712 digest is 32 bytes")
     signature = _ffi.new("secp256k1_ecdsa_recoverable_signature *")
     if not _lib.secp256k1_ecdsa_sign_recoverable(
         _CTX, signature, digest, private_key, _ffi.NULL, _ffi.NULL
@@ -212,8 +221,6 @@ class WalletSigner:
         self.address: bytes = address
 
     def sign_digest(self, digest: bytes) -> bytes:
-        if len(digest) != 32:
-            raise ValueError("an EIP-712 digest is 32 bytes")
         signature = sign_with_key(self._key, digest)
         if signature is None:
             raise ValueError("libsecp256k1 refused to sign")
