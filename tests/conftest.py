@@ -111,7 +111,9 @@ def free_port() -> int:
 class LiveServer:
     """The ASGI app served by uvicorn in a thread: real sockets, real HTTP."""
 
-    def __init__(self, app: object, port: int | None = None) -> None:
+    def __init__(
+        self, app: object, port: int | None = None, *, trusted_proxies: tuple[str, ...] = ()
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
@@ -121,6 +123,9 @@ class LiveServer:
             log_config=None,
             access_log=False,
             lifespan="off",
+            # As `paysign serve`: no proxy is trusted unless named (PAYSIGN_TRUSTED_PROXIES).
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies),
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -8,6 +8,7 @@ from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock, SystemClock
 from paysign.config import Settings
 from paysign.custody import KeyVault, vault_from_settings
+from paysign.datadir import secure_data_dir
 from paysign.protocol import AssetRegistry
 from paysign.store.database import Database
 from paysign.store.migrate import migrate
@@ -35,10 +36,17 @@ def asset_registry(settings: Settings) -> AssetRegistry:
     )
 
 
+def prepare_data_dir(settings: Settings) -> None:
+    """Make the data directory private (creating it when something will be kept in it); raises
+    ``DataDirExposed`` when it cannot be made private."""
+    needed = settings.database_url is None or settings.master_key is None
+    if needed or settings.data_dir.exists():
+        secure_data_dir(settings.data_dir)
+
+
 def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     """Open the database (migrating it to the newest schema) and the key vault."""
-    if settings.database_url is None:
-        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prepare_data_dir(settings)
     db = Database(settings.resolved_database_url)
     migrate(db)
     vault = vault_from_settings(settings)

@@ -30,12 +30,13 @@ import click
 import orjson
 
 from paysign.background import freeze_startup_heap, space_young_collections, start_reconciler
-from paysign.bootstrap import Runtime, build_runtime
+from paysign.bootstrap import Runtime, build_runtime, prepare_data_dir
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
 from paysign.chain.devchain import sandbox_chain
 from paysign.chain.devchain_files import running_devchain
 from paysign.config import Settings
+from paysign.datadir import DataDirExposed
 from paysign.demo.cli import demo
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
@@ -63,7 +64,17 @@ def _read_json(path: str, invalid: type[InvalidCatalog] | type[InvalidPolicy]) -
 
 
 def _runtime() -> Runtime:
-    return build_runtime(Settings())
+    return _built(Settings())
+
+
+def _built(settings: Settings) -> Runtime:
+    # Log lines (a data directory tightened) go to stderr: stdout is the command's JSON.
+    configure_logging("warning")
+    try:
+        return build_runtime(settings)
+    except DataDirExposed as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
 
 @click.group()
@@ -82,6 +93,12 @@ def serve(host: str | None, port: int | None) -> None:
 
     settings = Settings.listening_on(host, port)
     configure_logging(settings.log_level)
+    try:
+        # Before the dev chain or the database write anything into it.
+        prepare_data_dir(settings)
+    except DataDirExposed as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
     # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
     with sandbox_chain(settings) as settings:
@@ -108,6 +125,7 @@ def serve(host: str | None, port: int | None) -> None:
             loop="auto",
             http="auto",
             lifespan="off",
+            **settings.uvicorn_proxy_options(),
         )
         if stop_reconciler is not None:
             stop_reconciler.set()
@@ -125,8 +143,7 @@ def reconcile_command() -> None:
         running = running_devchain(settings.data_dir)
         if running is not None:
             settings = settings.model_copy(update={"testnet_rpc_url": running.rpc_url})
-    configure_logging("warning")
-    runtime = build_runtime(settings)
+    runtime = _built(settings)
     chain = RpcAuthorizationStates(settings.rpc_urls)
     try:
         report = reconcile(

@@ -10,9 +10,11 @@ Every public address derives from ``host``/``port`` unless set on its own, so th
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The embedded default plays Base Sepolia with a local token; mainnet is always Circle's USDC.
@@ -25,6 +27,10 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8402
+    #: Peers (IPs or CIDRs, comma-separated) whose X-Forwarded-For / X-Forwarded-Proto name the
+    #: client. None by default: any client could otherwise claim any address and dodge the
+    #: per-address sign-in and sign-up limits.
+    trusted_proxies: str = ""
 
     base_url: str | None = None
     catalog_url: str | None = None
@@ -112,6 +118,34 @@ class Settings(BaseSettings):
     signer_process: bool = True
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: str) -> str:
+        networks = []
+        for entry in (part.strip() for part in value.split(",")):
+            if not entry:
+                continue
+            try:
+                network = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"PAYSIGN_TRUSTED_PROXIES: {entry!r} is not an IP address or network "
+                    "(e.g. 10.0.0.5 or 10.0.0.0/24)"
+                ) from None
+            single = network.num_addresses == 1 and "/" not in entry
+            networks.append(str(network.network_address) if single else str(network))
+        return ",".join(networks)
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        return [entry for entry in self.trusted_proxies.split(",") if entry]
+
+    def uvicorn_proxy_options(self) -> dict[str, Any]:
+        """What every uvicorn we start is told about proxies: always both options, so neither
+        uvicorn's defaults (trust loopback) nor its FORWARDED_ALLOW_IPS variable decide."""
+        trusted = self.trusted_proxy_list
+        return {"proxy_headers": bool(trusted), "forwarded_allow_ips": trusted}
 
     @classmethod
     def listening_on(cls, host: str | None, port: int | None) -> Settings:

@@ -18,6 +18,7 @@ from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
 from paysign.api.problems import problem_response
+from paysign.api.redirects import redirect_slashes_relatively
 from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
@@ -102,6 +103,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     ]
     handlers: dict[Any, Any] = {HTTPException: http_error}
     app = DirectRoutingApp(routes=routes, exception_handlers=handlers)
+    redirect_slashes_relatively(app)  # never a Location built from the client's Host header
     # The agent's hot path skips the router (the Route above still answers 405 to other
     # methods); it keeps the request id, the log event and the 500 guard.
     app.add_direct_route("POST", "/wallets/signatures", RequestLogMiddleware(sign, problem_base))

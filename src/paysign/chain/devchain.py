@@ -61,6 +61,7 @@ from paysign.chain.testnet import treasury_lock_path
 from paysign.chain.treasury import Treasury, parse_private_key
 from paysign.chain.usdc import load_test_usdc, mint_data
 from paysign.config import BASE_SEPOLIA_USDC, Settings
+from paysign.datadir import secure_data_dir
 from paysign.protocol import address_of, checksum_address, parse_address
 
 log = structlog.get_logger("paysign.devchain")
@@ -182,7 +183,9 @@ class Devchain:
         self.stop()
 
     def start(self) -> Devchain:
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The data directory first: mkdir(parents=True) would make it with the default umask.
+        secure_data_dir(self.data_dir)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
         self._take_ownership()
         try:
             self._kill_stale_anvil()

@@ -61,7 +61,8 @@ class FileLock:
     @contextmanager
     def __call__(self) -> Iterator[None]:
         with self._thread_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # 0700: the lock sits in the data directory, which may not exist yet.
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)

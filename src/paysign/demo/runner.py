@@ -53,12 +53,23 @@ class DemoError(RuntimeError):
 class ThreadedServer:
     """One uvicorn server on its own thread (and event loop)."""
 
-    def __init__(self, app: Any, host: str, port: int, name: str) -> None:
+    def __init__(
+        self, app: Any, host: str, port: int, name: str, *, trusted_proxies: list[str]
+    ) -> None:
         self.name = name
         self.host = host
         self.requested_port = port
+        # Named explicitly, as for the service: uvicorn's defaults trust loopback (and
+        # FORWARDED_ALLOW_IPS) to say who the client is.
         config = uvicorn.Config(
-            app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=trusted_proxies,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -131,6 +142,7 @@ class DemoStack:
                 self.demo.facilitator_host,
                 self.demo.facilitator_port,
                 "demo facilitator",
+                trusted_proxies=self.settings.trusted_proxy_list,
             )
             self._servers.append(facilitator.start())
             sellers = DemoSellers(self.listings, self.terms, facilitator.url)
@@ -138,7 +150,13 @@ class DemoStack:
             if where.hostname is None:
                 raise DemoError(f"demo_sellers_url has no host: {self.settings.demo_sellers_url}")
             port = where.port or (443 if where.scheme == "https" else 80)
-            server = ThreadedServer(sellers.app(), where.hostname, port, "demo sellers")
+            server = ThreadedServer(
+                sellers.app(),
+                where.hostname,
+                port,
+                "demo sellers",
+                trusted_proxies=self.settings.trusted_proxy_list,
+            )
             self._servers.append(server.start())
         except BaseException:
             self.stop()

@@ -15,11 +15,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+
+from paysign.datadir import make_private_file, tighten_file
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -32,6 +35,22 @@ def normalise_url(url: str) -> str:
     return url
 
 
+def _private_sqlite_files(url: str) -> None:
+    """The database file 0600 before SQLite opens it, since SQLite creates the ``-wal`` and
+    ``-shm`` files with the database file's mode; those of an earlier, looser one are tightened.
+    """
+    parsed = sa.engine.make_url(url)
+    name = parsed.database or ""
+    if not name or name == ":memory:" or parsed.query.get("uri") or name.startswith("file:"):
+        return
+    path = Path(name)
+    if not path.parent.is_dir():
+        return  # SQLite's own error says it better than a half-made path would
+    make_private_file(path)
+    for suffix in ("-wal", "-shm", "-journal"):
+        tighten_file(path.with_name(path.name + suffix))
+
+
 class Database:
     def __init__(self, url: str, *, pool_size: int = 8) -> None:
         self.url = normalise_url(url)
@@ -39,8 +58,10 @@ class Database:
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._on_dispose: list[Callable[[], None]] = []
         if self.is_sqlite:
-            self.writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")
+            if not in_memory:
+                _private_sqlite_files(self.url)
+            self.writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
             self.reader = self.writer if in_memory else self._sqlite_engine(begin="BEGIN")
         else:
             # Many processes share one PostgreSQL (max_connections is 100 by default): each
