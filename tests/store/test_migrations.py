@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from paysign.store.database import Database
-from paysign.store.migrate import migrate
+from paysign.store.migrate import MIGRATIONS, migrate
 from paysign.store.schema import metadata
 
 
@@ -21,4 +22,4 @@ def test_migrating_twice_changes_nothing(db: Database) -> None:
     migrate(db)  # the fixture already migrated once
     with db.read() as conn:
         version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
-    assert version == "0006"
+    assert version == ScriptDirectory(str(MIGRATIONS)).get_current_head()

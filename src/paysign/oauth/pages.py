@@ -1,10 +1,14 @@
 """The sign-in and consent pages: plain server-rendered HTML forms, each with a CSRF token.
 
-Thin: parse the form, call one ``AuthorizationService`` use case, render or redirect.
+Thin: parse the form, call one ``AuthorizationService`` use case, render or redirect. Signing
+in sets a cookie that binds the request to this browser: the transaction id travels in links
+(whoever started the request knows it), the cookie does not, and the consent page and its
+decision need both.
 """
 
 from __future__ import annotations
 
+import hashlib
 from html import escape
 from urllib.parse import urlsplit
 
@@ -16,6 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from paysign.oauth.service import (
     RATE_LIMITED,
     AuthorizationService,
+    NotThisBrowser,
     OAuthRefused,
     PendingRequest,
     SignInFailed,
@@ -55,11 +60,52 @@ def _client_name(service: AuthorizationService, pending: PendingRequest) -> str:
     return str(client.get("client_name") or "An application")
 
 
+def _refused(refused: OAuthRefused) -> HTMLResponse:
+    return _error(refused.description, 403 if isinstance(refused, NotThisBrowser) else 400)
+
+
+class ConsentCookie:
+    """The cookie binding a request to the browser that signed in: HttpOnly, SameSite=Lax,
+    scoped to the authorization server's path, Secure (and ``__Secure-``) under an https
+    issuer, living no longer than the request. One per request, so two sign-ins in one
+    browser (two assistants connecting at once) do not undo each other."""
+
+    def __init__(self, issuer: str, max_age: int) -> None:
+        parts = urlsplit(issuer)
+        self.secure = parts.scheme == "https"
+        self.path = parts.path.rstrip("/") or "/"
+        self.max_age = max_age
+        self.prefix = "__Secure-paysign_consent_" if self.secure else "paysign_consent_"
+
+    def name(self, txn: str) -> str:
+        return self.prefix + hashlib.sha256(b"consent-cookie:" + txn.encode()).hexdigest()[:16]
+
+    def read(self, request: Request, txn: str) -> str | None:
+        return request.cookies.get(self.name(txn))
+
+    def set(self, response: Response, txn: str, value: str) -> None:
+        response.set_cookie(
+            self.name(txn),
+            value,
+            max_age=self.max_age,
+            path=self.path,
+            secure=self.secure,
+            httponly=True,
+            samesite="lax",
+        )
+
+    def forget(self, response: Response, txn: str) -> None:
+        response.delete_cookie(
+            self.name(txn), path=self.path, secure=self.secure, httponly=True, samesite="lax"
+        )
+
+
 class SignInPages:
     def __init__(self, service: AuthorizationService, login_url: str, consent_url: str) -> None:
         self.service = service
         self.login_path = urlsplit(login_url).path
         self.consent_path = urlsplit(consent_url).path
+        self.cookie = ConsentCookie(service.config.issuer, service.config.request_ttl)
 
     def _login_form(self, txn: str, pending: PendingRequest, name: str, message: str = "") -> str:
         error = f'<p class="error" role="alert">{escape(message)}</p>' if message else ""
@@ -86,12 +132,14 @@ class SignInPages:
                 name = await run_in_threadpool(_client_name, self.service, pending)
             except OAuthRefused as refused:
                 return _error(refused.description, 400)
+            if pending.signed_in:  # its form's token now guards the consent form
+                return RedirectResponse(f"{self.consent_path}?txn={txn}", status_code=303)
             return _page("Sign in to paysign", self._login_form(txn, pending, name))
         form = await request.form()
         txn, csrf = str(form.get("txn", "")), str(form.get("csrf", ""))
         address = request.client.host if request.client else "unknown"
         try:
-            await run_in_threadpool(
+            browser = await run_in_threadpool(
                 self.service.sign_in,
                 txn,
                 csrf,
@@ -111,15 +159,20 @@ class SignInPages:
             return _page("Sign in to paysign", body, 429 if limited else 401)
         except OAuthRefused as refused:
             return _error(refused.description, 400)
-        return RedirectResponse(f"{self.consent_path}?txn={txn}", status_code=303)
+        response = RedirectResponse(f"{self.consent_path}?txn={txn}", status_code=303)
+        self.cookie.set(response, txn, browser)
+        return response
 
     async def consent(self, request: Request) -> Response:
         if request.method == "GET":
             txn = request.query_params.get("txn", "")
+            browser = self.cookie.read(request, txn)
             try:
-                pending = await run_in_threadpool(self.service.pending, txn)
+                pending = await run_in_threadpool(
+                    lambda: self.service.pending(txn, browser, consent=True)
+                )
             except OAuthRefused as refused:
-                return _error(refused.description, 400)
+                return _refused(refused)
             if not pending.signed_in:
                 return RedirectResponse(f"{self.login_path}?txn={txn}", status_code=303)
             name = await run_in_threadpool(_client_name, self.service, pending)
@@ -138,14 +191,14 @@ class SignInPages:
             return _page("Allow access?", body)
         form = await request.form()
         approve = form.get("decision") == "approve"
+        txn, csrf = str(form.get("txn", "")), str(form.get("csrf", ""))
+        browser = self.cookie.read(request, txn)
         try:
             pending, code = await run_in_threadpool(
-                lambda: self.service.decide(
-                    str(form.get("txn", "")), str(form.get("csrf", "")), approve=approve
-                )
+                lambda: self.service.decide(txn, csrf, browser, approve=approve)
             )
         except OAuthRefused as refused:
-            return _error(refused.description, 400)
+            return _refused(refused)
         params = pending.params
         issuer = self.service.config.issuer
         if code is None:
@@ -156,4 +209,6 @@ class SignInPages:
             target = construct_redirect_uri(
                 params["redirect_uri"], code=code, state=params["state"], iss=issuer
             )
-        return RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
+        response = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
+        self.cookie.forget(response, txn)
+        return response

@@ -2,9 +2,9 @@
 
 The SDK's handlers do the protocol checks (PKCE S256 only, exact redirect match, client
 authentication, scope subset); this adapter adds ours (https-only redirects, the resource
-binding, single-use codes, refresh rotation). The SDK compares expiry with the wall clock
-(``time.time()``) while we decide with the injected clock, so the lifetimes handed to it are
-"remaining seconds from now" on the wall clock; the real check is ours.
+binding, single-use codes, refresh rotation, bounded registration). The SDK compares expiry
+with the wall clock (``time.time()``) while we decide with the injected clock, so the lifetimes
+handed to it are "remaining seconds from now" on the wall clock; the real check is ours.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.concurrency import run_in_threadpool
 
-from paysign.oauth.service import AuthorizationService, OAuthRefused, redirect_uri_problem
+from paysign.oauth.redirects import redirect_uri_problem
+from paysign.oauth.registration import ClientRefused, Registrations
+from paysign.oauth.service import AuthorizationService
 
 
 class FamilyRefreshToken(RefreshToken):
@@ -37,8 +39,11 @@ class PaysignProvider(
 ):
     """The identity-assertion grant (SEP-990) keeps the protocol's default: refused."""
 
-    def __init__(self, service: AuthorizationService, login_url: str) -> None:
+    def __init__(
+        self, service: AuthorizationService, registrations: Registrations, login_url: str
+    ) -> None:
         self.service = service
+        self.registrations = registrations
         self.config = service.config
         self.login_url = login_url
         #: Registration access tokens minted in ``register_client``, picked up (once) by the
@@ -53,10 +58,10 @@ class PaysignProvider(
         metadata = client_info.model_dump(mode="json", exclude_none=True)
         try:
             token = await run_in_threadpool(
-                self.service.register_client, client_info.client_id, metadata
+                self.registrations.register, client_info.client_id, metadata
             )
-        except OAuthRefused as refused:
-            raise RegistrationError("invalid_redirect_uri", refused.description) from None
+        except ClientRefused as refused:
+            raise RegistrationError(refused.error, refused.description) from None
         self.registration_tokens[client_info.client_id] = token
 
     async def authorize(

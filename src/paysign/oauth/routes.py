@@ -3,7 +3,8 @@
 The SDK's handlers serve ``/authorize``, ``/token``, ``/register`` and ``/revoke``. We replace
 the metadata (RFC 8414: the issuer is ``{auth_url}`` byte for byte, ``none`` client auth and
 the RFC 9207 ``iss`` parameter advertised), add ``registration_client_uri`` to registration
-responses (with an RFC 7592 read endpoint), refuse a token request whose RFC 8707 ``resource``
+responses (with an RFC 7592 read endpoint), bound registration (requests per address, the
+body's size: the SDK reads any body whole), refuse a token request whose RFC 8707 ``resource``
 is not ``{mcp_url}`` (the SDK's token handler drops it), and add the sign-in pages.
 """
 
@@ -28,6 +29,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paysign.bootstrap import Runtime
 from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
+from paysign.oauth.registration import (
+    MAX_BODY_BYTES,
+    TOO_LARGE,
+    Registrations,
+    TooManyRegistrations,
+)
 from paysign.oauth.service import AuthorizationService, OAuthConfig
 
 METADATA = "/.well-known/oauth-authorization-server"
@@ -104,12 +111,35 @@ class ResourceCheckedToken:
         await self.app(scope, replay, send)
 
 
+async def bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or ``None`` once it is longer than ``limit`` (the rest unread)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _with_body(request: Request, body: bytes) -> Request:
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, receive)
+
+
 def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], AuthorizationService]:
     config = OAuthConfig.from_settings(runtime.settings)
     service = AuthorizationService(runtime.db, runtime.vault, runtime.clock, config)
+    registrations = Registrations(runtime.db, runtime.clock)
     issuer = config.issuer
     base = urlsplit(issuer).path.rstrip("/")
-    provider = PaysignProvider(service, f"{issuer}/login")
+    provider = PaysignProvider(service, registrations, f"{issuer}/login")
     pages = SignInPages(service, f"{issuer}/login", f"{issuer}/consent")
     authenticator = ClientAuthenticator(provider)
     registration = RegistrationHandler(
@@ -124,7 +154,23 @@ def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], Authorizatio
         return JSONResponse(metadata, headers={"Access-Control-Allow-Origin": "*"})
 
     async def register(request: Request) -> Response:
-        response = await registration.handle(request)
+        address = request.client.host if request.client else "unknown"
+        try:
+            await run_in_threadpool(registrations.admit, address)
+        except TooManyRegistrations as limited:
+            return JSONResponse(
+                {"error": "temporarily_unavailable", "error_description": limited.description},
+                status_code=429,
+                headers={"Retry-After": str(limited.retry_after), **_NO_STORE},
+            )
+        body = await bounded_body(request, MAX_BODY_BYTES)
+        if body is None:
+            return JSONResponse(
+                {"error": "invalid_client_metadata", "error_description": TOO_LARGE},
+                status_code=413,
+                headers={"Connection": "close", **_NO_STORE},
+            )
+        response = await registration.handle(_with_body(request, body))
         if response.status_code != 201:
             return response
         document = json.loads(bytes(response.body))
@@ -138,7 +184,7 @@ def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], Authorizatio
         client_id = request.path_params["client_id"]
         auth = request.headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        found = await run_in_threadpool(service.client_for_registration_token, client_id, token)
+        found = await run_in_threadpool(registrations.for_registration_token, client_id, token)
         if found is None:
             return JSONResponse({"error": "invalid_token"}, status_code=401, headers=_NO_STORE)
         found["registration_client_uri"] = f"{issuer}/register/{client_id}"

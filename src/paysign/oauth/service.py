@@ -1,5 +1,6 @@
-"""The OAuth use cases: client registration, sign-in (password + authenticator code), consent,
-authorization codes, tokens with rotation, revocation, and resolving an access token.
+"""The OAuth use cases: sign-in (password + authenticator code), consent bound to the browser
+that signed in, authorization codes, tokens with rotation, revocation, and resolving an access
+token. Registering clients is ``registration``; which redirects are allowed, ``redirects``.
 
 Synchronous, one short transaction each; the SDK adapter (``provider``) and the pages run them
 in a worker thread. Every secret handed out (transaction id, code, token, registration access
@@ -10,17 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from paysign.clock import Clock
 from paysign.config import Settings
 from paysign.custody import KeyVault
+from paysign.oauth.redirects import redirect_uri_problem
 from paysign.services import sign_in as credentials  # shared with the portal (issue 7)
 from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
 from paysign.store import oauth_repo
@@ -30,44 +30,22 @@ from paysign.store.database import Database
 TOTP_STEP = credentials.TOTP_STEP
 SIGN_IN_FAILED = credentials.SIGN_IN_FAILED
 RATE_LIMITED = credentials.RATE_LIMITED
-LOOPBACK_REFUSED = (
-    "paysign's OAuth sign-in only sends its result to an https:// address. Clients on your own "
-    "machine that expect a localhost or loopback address must use an API key instead: create "
-    "one in the paysign portal and configure it as 'Authorization: Bearer <API_KEY>'."
+NOT_THIS_BROWSER = (
+    "This approval page only works in the same browser you signed in with. Open the link your "
+    "application gave you in that browser, or go back to your application and connect again."
 )
-HTTPS_REQUIRED = "redirect URIs must be https:// addresses (spec 5.2 step 3)"
+LINK_USED = (
+    "This sign-in link has expired or was already used. Go back to your application and "
+    "connect again."
+)
+REQUEST_USED = (
+    "This approval form has expired or was already used. Go back to your application and "
+    "connect again."
+)
 
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def redirect_uri_problem(uri: str) -> str | None:
-    """Why a redirect URI is refused, or ``None``: only ``https://`` (spec 5.2 step 3).
-
-    >>> redirect_uri_problem("https://claude.ai/api/mcp/auth_callback") is None
-    True
-    >>> redirect_uri_problem("http://localhost:3000/cb").startswith("paysign's OAuth")
-    True
-    >>> redirect_uri_problem("http://client.example/cb")
-    'redirect URIs must be https:// addresses (spec 5.2 step 3)'
-    """
-    parts = urlsplit(uri)
-    if _is_loopback(parts.hostname or ""):
-        return LOOPBACK_REFUSED
-    if parts.scheme != "https" or not parts.hostname or parts.fragment:
-        return HTTPS_REQUIRED
-    return None
 
 
 class OAuthRefused(Exception):
@@ -84,6 +62,10 @@ class RequestExpired(OAuthRefused):
 
 class SignInFailed(OAuthRefused):
     pass
+
+
+class NotThisBrowser(OAuthRefused):
+    """The request was signed in to from another browser (or the cookie is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,32 +155,11 @@ class AuthorizationService:
             ),
         )
 
-    # ---- clients (RFC 7591) ----
-
-    def register_client(self, client_id: str, metadata: dict[str, Any]) -> str:
-        """Store a client; returns its registration access token (RFC 7592)."""
-        for uri in metadata.get("redirect_uris") or []:
-            problem = redirect_uri_problem(str(uri))
-            if problem is not None:
-                raise OAuthRefused(problem)
-        token = secrets.token_urlsafe(32)
-        with self.db.write() as conn:
-            oauth_repo.insert_client(
-                conn, client_id, json.dumps(metadata), digest(token), self.clock.now()
-            )
-        return token
-
     def client(self, client_id: str) -> dict[str, Any] | None:
+        """A registered client's metadata (registration itself is ``registration``)."""
         with self.db.read() as conn:
             row = oauth_repo.find_client(conn, client_id)
         return None if row is None else dict(json.loads(row.metadata))
-
-    def client_for_registration_token(self, client_id: str, token: str) -> dict[str, Any] | None:
-        with self.db.read() as conn:
-            row = oauth_repo.find_client(conn, client_id)
-        if row is None or not hmac.compare_digest(row.registration_token_hash, digest(token)):
-            return None
-        return dict(json.loads(row.metadata))
 
     # ---- the authorization request, sign-in and consent ----
 
@@ -218,51 +179,79 @@ class AuthorizationService:
             )
         return txn
 
-    def pending(self, txn: str) -> PendingRequest:
+    def _request(self, txn: str) -> oauth_repo.RequestRow:
         with self.db.read() as conn:
             row = oauth_repo.find_request(conn, digest(txn), self.clock.now())
         if row is None:
-            raise RequestExpired(
-                "This sign-in link has expired or was already used. Go back to your "
-                "application and connect again."
-            )
-        return PendingRequest(
-            row.client_id, json.loads(row.params), row.csrf, row.account_id is not None
-        )
+            raise RequestExpired(LINK_USED)
+        return row
+
+    def pending(
+        self, txn: str, browser: str | None = None, *, consent: bool = False
+    ) -> PendingRequest:
+        """The request. For its consent page (``consent``), once signed in, only for the
+        browser holding the sign-in cookie's value: :class:`NotThisBrowser` for any other."""
+        row = self._request(txn)
+        signed_in = row.account_id is not None
+        if consent and signed_in and not _same_browser(row, browser):
+            raise NotThisBrowser(NOT_THIS_BROWSER)
+        return PendingRequest(row.client_id, json.loads(row.params), row.csrf, signed_in)
 
     def sign_in(
         self, txn: str, csrf: str, email: str, password: str, code: str, address: str
-    ) -> None:
+    ) -> str:
         """Check the password and a fresh authenticator code; rate-limited per account and per
-        client address. Every failure gets the same message (no user enumeration)."""
+        client address. Every failure gets the same message (no user enumeration). Returns
+        the value of the cookie that binds the request to this browser."""
         pending = self.pending(txn)
+        if pending.signed_in:
+            raise RequestExpired(LINK_USED)
         if not hmac.compare_digest(pending.csrf, csrf):
             raise RequestExpired("This form has expired. Reload the page and try again.")
-        new_csrf = secrets.token_urlsafe(24)
+        new_csrf, browser = secrets.token_urlsafe(24), secrets.token_urlsafe(32)
+        now = self.clock.now()
 
         def signed_in(conn: Any, account: repo.AccountRecord) -> None:
-            # A new CSRF token for the consent form (a fresh secret after authentication).
-            oauth_repo.sign_in_request(conn, digest(txn), account.id, new_csrf)
+            # A new CSRF token for the consent form (a fresh secret after authentication);
+            # a request signed in to meanwhile keeps its first browser (and the authenticator
+            # code stays unspent: the transaction is rolled back).
+            if not oauth_repo.sign_in_request(
+                conn, digest(txn), csrf, account.id, new_csrf, digest(browser), now
+            ):
+                raise RequestExpired(LINK_USED)
 
         try:
             self.credentials.sign_in(email, password, code, address, on_success=signed_in)
         except CredentialsRefused as refused:
             raise SignInFailed(refused.message) from None
+        return browser
 
-    def decide(self, txn: str, csrf: str, *, approve: bool) -> tuple[PendingRequest, str | None]:
-        """Consume the signed-in request. Approve: returns it with a new authorization code;
-        deny: with ``None``."""
+    def decide(
+        self, txn: str, csrf: str, browser: str | None, *, approve: bool
+    ) -> tuple[PendingRequest, str | None]:
+        """Consume the signed-in request, from the browser that signed in. Approve: returns it
+        with a new authorization code; deny: with ``None``."""
         now = self.clock.now()
         with self.db.write() as conn:
-            row = oauth_repo.take_request(conn, digest(txn), csrf, now)
+            seen = oauth_repo.find_request(conn, digest(txn), now)
+            if seen is None or seen.account_id is None:
+                raise RequestExpired(REQUEST_USED)
+            if not _same_browser(seen, browser):
+                raise NotThisBrowser(NOT_THIS_BROWSER)
+            if not hmac.compare_digest(seen.csrf, csrf):
+                raise RequestExpired(REQUEST_USED)
+            row = oauth_repo.take_request(conn, digest(txn), seen, now)
             if row is None or row.account_id is None:
-                raise RequestExpired(
-                    "This approval form has expired or was already used. Go back to your "
-                    "application and connect again."
-                )
-            pending = PendingRequest(row.client_id, json.loads(row.params), row.csrf, True)
+                raise RequestExpired(REQUEST_USED)
+            params = json.loads(row.params)
+            pending = PendingRequest(row.client_id, params, row.csrf, True)
             if not approve:
                 return pending, None
+            # The code goes only to a redirect the client still has registered (a client
+            # never granted a code before may have expired since the request began).
+            registered = _registered(conn, row.client_id, params["redirect_uri"])
+            if not registered or not oauth_repo.mark_client_granted(conn, row.client_id, now):
+                raise RequestExpired(REQUEST_USED)
             code = secrets.token_urlsafe(32)  # 256 bits
             oauth_repo.insert_code(
                 conn,
@@ -390,6 +379,20 @@ class AuthorizationService:
         if self.config.scope not in grant.scopes:
             return None
         return OAuthPrincipal(grant.account_id, grant.client_id)
+
+
+def _same_browser(row: oauth_repo.RequestRow, browser: str | None) -> bool:
+    if row.browser_hash is None or not browser:
+        return False
+    return hmac.compare_digest(row.browser_hash, digest(browser))
+
+
+def _registered(conn: Any, client_id: str, redirect_uri: str) -> bool:
+    client = oauth_repo.find_client(conn, client_id)
+    if client is None:
+        return False
+    uris = json.loads(client.metadata).get("redirect_uris") or []
+    return redirect_uri in uris and redirect_uri_problem(redirect_uri) is None
 
 
 def _family_of(code_hash: str) -> str:

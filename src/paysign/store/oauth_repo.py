@@ -5,6 +5,7 @@ a TOTP step accepted once)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -59,6 +60,25 @@ def find_client(conn: Connection, client_id: str) -> ClientRow | None:
     return None if row is None else ClientRow(*row)
 
 
+def mark_client_granted(conn: Connection, client_id: str, now: int) -> bool:
+    """Record the client's first grant; ``False`` if the client is gone (it expired)."""
+    c = oauth_clients.c
+    result = conn.execute(
+        oauth_clients.update()
+        .where(c.client_id == client_id)
+        .values(granted_at=sa.func.coalesce(c.granted_at, now))
+    )
+    return result.rowcount == 1
+
+
+def purge_ungranted_clients(conn: Connection, registered_before: int) -> None:
+    """Delete the clients registered before then that were never granted a code."""
+    c = oauth_clients.c
+    conn.execute(
+        oauth_clients.delete().where(c.granted_at.is_(None), c.created_at < registered_before)
+    )
+
+
 # ---- pending authorization requests ----
 
 
@@ -69,6 +89,7 @@ class RequestRow:
     csrf: str
     account_id: str | None
     expires_at: int
+    browser_hash: str | None
 
 
 def insert_request(
@@ -81,31 +102,58 @@ def insert_request(
     )
 
 
+def _request_columns() -> tuple[sa.Column[Any], ...]:
+    c = oauth_requests.c
+    return (c.client_id, c.params, c.csrf, c.account_id, c.expires_at, c.browser_hash)
+
+
 def find_request(conn: Connection, id_hash: str, now: int) -> RequestRow | None:
     c = oauth_requests.c
     row = conn.execute(
-        sa.select(c.client_id, c.params, c.csrf, c.account_id, c.expires_at).where(
-            c.id_hash == id_hash, c.expires_at > now
-        )
+        sa.select(*_request_columns()).where(c.id_hash == id_hash, c.expires_at > now)
     ).first()
     return None if row is None else RequestRow(*row)
 
 
-def sign_in_request(conn: Connection, id_hash: str, account_id: str, csrf: str) -> None:
-    """Record who signed in, with a fresh CSRF token for the consent form."""
+def sign_in_request(
+    conn: Connection,
+    id_hash: str,
+    form_csrf: str,
+    account_id: str,
+    csrf: str,
+    browser_hash: str,
+    now: int,
+) -> bool:
+    """Record who signed in and in which browser, with a fresh CSRF token for the consent
+    form. Only once, and only for the sign-in form's own token: ``False`` otherwise."""
     c = oauth_requests.c
-    conn.execute(
-        oauth_requests.update().where(c.id_hash == id_hash).values(account_id=account_id, csrf=csrf)
+    result = conn.execute(
+        oauth_requests.update()
+        .where(
+            c.id_hash == id_hash,
+            c.csrf == form_csrf,
+            c.account_id.is_(None),
+            c.expires_at > now,
+        )
+        .values(account_id=account_id, csrf=csrf, browser_hash=browser_hash)
     )
+    return result.rowcount == 1
 
 
-def take_request(conn: Connection, id_hash: str, csrf: str, now: int) -> RequestRow | None:
-    """Consume a signed-in request (once): the consent decision."""
+def take_request(conn: Connection, id_hash: str, seen: RequestRow, now: int) -> RequestRow | None:
+    """Consume a signed-in request (once) as it was ``seen`` and checked: the consent
+    decision. ``None`` if it changed, expired or was taken meanwhile."""
     c = oauth_requests.c
     row = conn.execute(
         oauth_requests.delete()
-        .where(c.id_hash == id_hash, c.csrf == csrf, c.expires_at > now, c.account_id.is_not(None))
-        .returning(c.client_id, c.params, c.csrf, c.account_id, c.expires_at)
+        .where(
+            c.id_hash == id_hash,
+            c.csrf == seen.csrf,
+            c.account_id == seen.account_id,
+            c.browser_hash == seen.browser_hash,
+            c.expires_at > now,
+        )
+        .returning(*_request_columns())
     ).first()
     return None if row is None else RequestRow(*row)
 
@@ -276,8 +324,10 @@ def failures(conn: Connection, key: str, now: int, window: int) -> int:
     return int(found or 0)
 
 
-def record_failure(conn: Connection, key: str, now: int, window: int) -> None:
-    """Count one failure in the key's window (a new window once the old one is over)."""
+def count_event(conn: Connection, key: str, now: int, window: int) -> tuple[int, int]:
+    """Count one event of the key in its fixed window, atomically; returns the count so far
+    in the window, this one included, and when the window started. Concurrent callers each
+    see a different count, so a limit checked on it holds exactly across processes."""
     row = oauth_sign_in_failures.c
     expired = row.window_start <= now - window
     statement = (
@@ -290,8 +340,25 @@ def record_failure(conn: Connection, key: str, now: int, window: int) -> None:
                 "failures": sa.case((expired, 1), else_=row.failures + 1),
             },
         )
+        .returning(row.failures, row.window_start)
     )
-    conn.execute(statement)
+    count, start = conn.execute(statement).one()
+    return int(count), int(start)
+
+
+def purge_counts(conn: Connection, prefix: str, ended_before: int) -> None:
+    """Delete the counters of keys starting with ``prefix`` whose window started before."""
+    c = oauth_sign_in_failures.c
+    conn.execute(
+        oauth_sign_in_failures.delete().where(
+            c.key.startswith(prefix, autoescape=True), c.window_start < ended_before
+        )
+    )
+
+
+def record_failure(conn: Connection, key: str, now: int, window: int) -> None:
+    """Count one failure in the key's window (a new window once the old one is over)."""
+    count_event(conn, key, now, window)
 
 
 def clear_failures(conn: Connection, key: str) -> None:

@@ -216,6 +216,15 @@ oauth_clients = sa.Table(
     sa.Column("metadata", sa.Text, nullable=False),
     sa.Column("registration_token_hash", sa.String(64), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    # When the client was first granted a code; a client never granted one is deleted a day
+    # after it registered (registration is open to anyone).
+    sa.Column("granted_at", sa.BigInteger, nullable=True),
+)
+sa.Index(
+    "ix_oauth_clients_ungranted",
+    oauth_clients.c.created_at,
+    sqlite_where=oauth_clients.c.granted_at.is_(None),
+    postgresql_where=oauth_clients.c.granted_at.is_(None),
 )
 
 # An authorization request between /authorize and the consent decision. ``id_hash`` is the
@@ -230,6 +239,9 @@ oauth_requests = sa.Table(
     sa.Column("csrf", sa.String(64), nullable=False),
     sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=True),
     sa.Column("expires_at", sa.BigInteger, nullable=False),
+    # SHA-256 of the random value of the cookie set by the sign-in: only the browser that
+    # signed in may decide on the request (the transaction id alone travels in links).
+    sa.Column("browser_hash", sa.String(64), nullable=True),
 )
 
 # Authorization codes (single use, short-lived) and tokens, all stored as SHA-256 hashes.
@@ -270,7 +282,8 @@ oauth_totp_steps = sa.Table(
     sa.Column("last_step", sa.BigInteger, nullable=False),
 )
 
-# Failed sign-ins per key ("account:<id>" or "address:<ip>") in a fixed window.
+# Failed sign-ins per key ("account:<id>" or "address:<ip>") in a fixed window; also the
+# client registrations of an address ("register:<address>").
 oauth_sign_in_failures = sa.Table(
     "oauth_sign_in_failures",
     metadata,

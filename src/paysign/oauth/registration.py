@@ -1,0 +1,162 @@
+"""Dynamic client registration (RFC 7591) within bounds.
+
+Anyone on the internet may register a client, so what one request, one address and the
+passing days can leave in the database is bounded: the request body (64 KiB), each metadata
+field, the number of redirect URIs, registrations per client address in a window (counted in
+the shared database, so the limit holds across every server process), and a client that was
+never granted a code is deleted a day after it registered.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from ipaddress import IPv6Address, IPv6Network, ip_address
+from typing import Any, Literal
+
+from paysign.clock import Clock
+from paysign.oauth.redirects import redirect_uri_problem
+from paysign.oauth.service import OAuthRefused, digest
+from paysign.store import oauth_repo
+from paysign.store.database import Database
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_REDIRECT_URIS = 20
+MAX_URI_CHARS = 2048
+# Longest text per field; a client name is shown on the consent page.
+_TEXT_CHARS = {"client_name": 200, "software_id": 200, "software_version": 200, "scope": 2048}
+_URI_FIELDS = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "jwks_uri")
+# (most entries, longest entry) per list field
+_LIST_BOUNDS = {"contacts": (10, 320), "grant_types": (10, 100), "response_types": (10, 100)}
+_MAX_JWKS_CHARS = 8 * 1024
+# Characters that would let a client name read differently from what it is (bidi overrides).
+_DISGUISING = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_KEY_PREFIX = "register:"
+
+TOO_LARGE = "the registration request is larger than 64 KiB"
+TOO_MANY = "Too many client registrations from your network. Try again in {seconds} seconds."
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationLimits:
+    per_address: int = 20
+    window: int = 600
+    ungranted_ttl: int = 24 * 3600
+
+
+class ClientRefused(OAuthRefused):
+    """Metadata the server will not store; ``error`` is the RFC 7591 error code."""
+
+    error: Literal["invalid_client_metadata", "invalid_redirect_uri"] = "invalid_client_metadata"
+
+
+class RedirectRefused(ClientRefused):
+    error = "invalid_redirect_uri"
+
+
+class TooManyRegistrations(OAuthRefused):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(TOO_MANY.format(seconds=retry_after))
+        self.retry_after = retry_after
+
+
+def _check_text(field: str, value: Any, limit: int) -> None:
+    if not isinstance(value, str):
+        raise ClientRefused(f"{field} must be a string")
+    if len(value) > limit:
+        raise ClientRefused(f"{field} is longer than {limit} characters")
+
+
+def check_metadata(metadata: dict[str, Any]) -> None:
+    """Refuse (:class:`ClientRefused`) metadata over its bounds or with a refused redirect.
+
+    >>> check_metadata({"client_name": "Claude", "redirect_uris": ["https://claude.ai/cb"]})
+    >>> check_metadata({"client_name": "x" * 201, "redirect_uris": ["https://a.example/"]})
+    Traceback (most recent call last):
+    paysign.oauth.registration.ClientRefused: client_name is longer than 200 characters
+    """
+    for field, limit in _TEXT_CHARS.items():
+        if field in metadata:
+            _check_text(field, metadata[field], limit)
+    name = str(metadata.get("client_name", ""))
+    if any(unicodedata.category(c) == "Cc" or c in _DISGUISING for c in name):
+        raise ClientRefused("client_name must not contain control characters")
+    for field in _URI_FIELDS:
+        if field in metadata:
+            _check_text(field, metadata[field], MAX_URI_CHARS)
+    for field, (most, longest) in _LIST_BOUNDS.items():
+        entries = metadata.get(field) or []
+        if len(entries) > most:
+            raise ClientRefused(f"{field} has more than {most} entries")
+        for entry in entries:
+            _check_text(field, entry, longest)
+    if "jwks" in metadata and len(json.dumps(metadata["jwks"])) > _MAX_JWKS_CHARS:
+        raise ClientRefused(f"jwks is larger than {_MAX_JWKS_CHARS} characters")
+    uris = metadata.get("redirect_uris") or []
+    if len(uris) > MAX_REDIRECT_URIS:
+        raise ClientRefused(f"redirect_uris has more than {MAX_REDIRECT_URIS} entries")
+    for uri in uris:
+        _check_text("redirect_uris", uri, MAX_URI_CHARS)
+        problem = redirect_uri_problem(uri)
+        if problem is not None:
+            raise RedirectRefused(problem)
+
+
+def address_key(address: str) -> str:
+    """The counter an address's registrations go to. An IPv6 host usually holds a whole /64,
+    so that is one address here; an IPv4-mapped address is its IPv4 address.
+
+    >>> address_key("2001:db8::1") == address_key("2001:db8::2"), address_key("203.0.113.7")
+    (True, 'register:203.0.113.7')
+    """
+    try:
+        parsed = ip_address(address)
+    except ValueError:
+        return _KEY_PREFIX + address[:90]
+    if isinstance(parsed, IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            parsed = parsed.ipv4_mapped
+        else:
+            return _KEY_PREFIX + str(IPv6Network((int(parsed) >> 64 << 64, 64)))
+    return _KEY_PREFIX + str(parsed)
+
+
+class Registrations:
+    def __init__(
+        self, db: Database, clock: Clock, limits: RegistrationLimits | None = None
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.limits = limits or RegistrationLimits()
+
+    def admit(self, address: str) -> None:
+        """Count a registration request from the address, before its body is read; raises
+        :class:`TooManyRegistrations` over the limit. Refused requests count too."""
+        now = self.clock.now()
+        window = self.limits.window
+        with self.db.write() as conn:
+            count, started = oauth_repo.count_event(conn, address_key(address), now, window)
+        if count > self.limits.per_address:
+            raise TooManyRegistrations(max(1, started + window - now))
+
+    def register(self, client_id: str, metadata: dict[str, Any]) -> str:
+        """Store a client; returns its registration access token (RFC 7592). Clients never
+        granted a code and stale counters are purged on the way."""
+        check_metadata(metadata)
+        token = secrets.token_urlsafe(32)
+        now = self.clock.now()
+        with self.db.write() as conn:
+            oauth_repo.purge_ungranted_clients(conn, now - self.limits.ungranted_ttl)
+            oauth_repo.purge_counts(conn, _KEY_PREFIX, now - self.limits.window)
+            oauth_repo.insert_client(conn, client_id, json.dumps(metadata), digest(token), now)
+        return token
+
+    def for_registration_token(self, client_id: str, token: str) -> dict[str, Any] | None:
+        with self.db.read() as conn:
+            row = oauth_repo.find_client(conn, client_id)
+        if row is None or not hmac.compare_digest(row.registration_token_hash, digest(token)):
+            return None
+        return dict(json.loads(row.metadata))
