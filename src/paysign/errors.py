@@ -57,6 +57,18 @@ class UnsupportedPaymentTerms(InvalidPaymentTerms):
     title = "Payment terms not supported"
 
 
+class SellerResourceMismatch(InvalidPaymentTerms):
+    """The terms pay for a resource on another host than the declared seller's: the policy,
+    which judged the seller, would not have judged where the payment goes."""
+
+    slug = "seller-resource-mismatch"
+    title = "Payment terms are for another seller"
+
+    def __init__(self, pointer: str, reason: str, seller_host: str, resource_host: str) -> None:
+        super().__init__(pointer, reason)
+        self.extensions.update(sellerHost=seller_host, resourceHost=resource_host)
+
+
 class SandboxNetworkMismatch(PaysignError):
     slug = "sandbox-network-mismatch"
     title = "Sandbox mode needs a testnet payment"

@@ -447,3 +447,116 @@ def test_the_signer_process_can_be_switched_off(runtime: Runtime) -> None:
     settings = runtime.settings.model_copy(update={"signer_process": False})
     off = dataclasses.replace(runtime, settings=settings)
     assert create_app(off).state.signer_process is None
+
+
+# --- a rule cannot be dodged by spelling; terms are bound to their seller -------------------
+
+
+def _rules(runtime: Runtime, account: dict[str, str], **lists: list[str]) -> None:
+    from paysign.services import policy
+
+    for kind, sellers in lists.items():
+        for seller in sellers:
+            policy.decide_seller(
+                runtime.db, runtime.clock, email=account["email"], seller=seller, kind=kind
+            )
+
+
+def _recorded(runtime: Runtime) -> tuple[int, int, int]:
+    from paysign.store.schema import pending_sellers, refusals
+
+    with runtime.db.read() as conn:
+        return tuple(  # type: ignore[return-value]
+            len(conn.execute(table.select()).all())
+            for table in (signatures, refusals, pending_sellers)
+        )
+
+
+def test_a_path_tomcat_reads_as_a_denied_one_is_refused(http, account, runtime) -> None:
+    _rules(runtime, account, allow=["api.example.com/v1"], deny=["api.example.com/admin"])
+    spellings = [
+        "https://api.example.com/v1/..;/admin",
+        "https://api.example.com/v1/..;x=1/admin/users",
+        "https://api.example.com/v1/%2e%2e%3b/admin",
+        "https://api.example.com/admin;jsessionid=1",
+    ]
+    for count, seller_url in enumerate(spellings, 1):
+        response = post(http, account["api_key"], signature_body(seller_url=seller_url))
+        assert response.status_code == 403, (seller_url, response.text)
+        problem = response.json()
+        assert problem["type"].endswith("/seller-denied")
+        assert "api.example.com/admin" in problem["detail"]
+        assert _recorded(runtime) == (0, count, 0)  # each refusal recorded, nothing signed
+    allowed = signature_body(seller_url="https://api.example.com/v1/quote")
+    assert post(http, account["api_key"], allowed).status_code == 200
+
+
+def test_an_ipv6_spelling_of_a_denied_ipv4_address_is_refused(http, account, runtime) -> None:
+    _rules(runtime, account, deny=["10.0.0.1"])
+    for url in ("https://[::ffff:a00:1]/x", "https://[::10.0.0.1]:8443/x"):
+        response = post(http, account["api_key"], signature_body(seller_url=url))
+        assert response.status_code == 403, response.text
+        assert response.json()["type"].endswith("/seller-denied")
+    with runtime.db.read() as conn:
+        assert conn.execute(signatures.select()).first() is None
+
+
+def test_a_seller_url_no_seller_has_is_refused_naming_the_part(http, account, runtime) -> None:
+    cases = [
+        ("https://api.example.com/admin%00", "path"),
+        ("https://api.example.com/admin%20", "path"),
+        ("https://api.example.com/admin.", "path"),
+        ("https://api.example.com/v1/%252e%252e/admin", "path"),
+        ("https://api.example.com/v1/%c0%ae%c0%ae/admin", "path"),
+        ('https://api.example.com"/x', "host"),
+        ("https://api.example.com,/x", "host"),
+        ("https://[::ffff:10.0.0]/x", "host"),
+    ]
+    for seller_url, part in cases:
+        response = post(http, account["api_key"], signature_body(seller_url=seller_url))
+        assert response.status_code == 422, (seller_url, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["type"].endswith("/invalid-payment-terms")
+        assert problem["pointer"] == "/sellerUrl"
+        assert problem["detail"].startswith("/sellerUrl: ") and part in problem["detail"]
+    assert _recorded(runtime) == (0, 0, 0)
+
+
+def test_terms_for_another_host_are_refused_and_change_nothing(http, account, runtime) -> None:
+    v2, v1 = "/paymentRequired/resource/url", "/paymentRequired/accepts/0/resource"
+    cases = [
+        (2, "https://evil.example/weather", v2, "evil.example"),
+        (2, "https://api.example.com:8443/x", v2, "api.example.com:8443"),
+        (1, "https://evil.example/weather", v1, "evil.example"),
+    ]
+    for version, resource, pointer, host in cases:
+        body = signature_body(version=version)
+        if version == 2:
+            body["paymentRequired"]["resource"]["url"] = resource  # type: ignore[index]
+        else:
+            body["paymentRequired"]["accepts"][0]["resource"] = resource  # type: ignore[index]
+        response = post(http, account["api_key"], body)
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        base = runtime.settings.resolved_problem_base
+        assert problem["type"] == f"{base}/seller-resource-mismatch"
+        assert (problem["pointer"], problem["resourceHost"], problem["sellerHost"]) == (
+            pointer,
+            host,
+            "api.example.com",
+        )
+        assert pointer in problem["detail"] and host in problem["detail"]
+    assert _recorded(runtime) == (0, 0, 0)
+    page = http.get("/problems/seller-resource-mismatch")
+    assert page.status_code == 200 and "another seller" in page.text
+
+
+def test_terms_on_the_sellers_host_or_naming_no_resource_still_sign(http, account) -> None:
+    other_path = signature_body()
+    resource = other_path["paymentRequired"]["resource"]  # type: ignore[index]
+    resource["url"] = "https://API.example.com/weather/v2"
+    assert post(http, account["api_key"], other_path).status_code == 200
+    v1 = signature_body(version=1)
+    del v1["paymentRequired"]["accepts"][0]["resource"]  # type: ignore[index]
+    assert post(http, account["api_key"], v1).status_code == 200

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from paysign.policy.seller import (
     SellerLocation,
     normalise_path,
+    seller_host,
     seller_location,
     split_host_port,
 )
@@ -55,7 +56,15 @@ def where(url: str) -> str:
         ("https://[::1]:8443/x", "[::1]:8443/x"),
         ("https://[0:0:0:0:0:0:0:1]/x", "[::1]/x"),
         ("https://[2001:DB8:0::1]:443/x", "[2001:db8::1]/x"),
-        ("https://[::ffff:192.0.2.1]/", "[::ffff:c000:201]/"),
+        # IPv4-mapped and IPv4-compatible IPv6 name the IPv4 host: written as IPv4
+        ("https://[::ffff:192.0.2.1]/", "192.0.2.1/"),
+        ("https://[::ffff:c000:201]:8443/", "192.0.2.1:8443/"),
+        ("https://[::192.0.2.1]/", "192.0.2.1/"),
+        ("https://[0:0:0:0:0:FFFF:192.0.2.1]/", "192.0.2.1/"),
+        ("https://[64:ff9b::192.0.2.1]/", "[64:ff9b::c000:201]/"),  # NAT64: another address
+        ("https://[::]/", "[::]/"),
+        # "_" is in some real host names
+        ("https://my_api.example.com/", "my_api.example.com/"),
         # path: query and fragment ignored, empty path is "/"
         ("https://api.example.com", "api.example.com/"),
         ("https://api.example.com?x=1", "api.example.com/"),
@@ -89,10 +98,21 @@ def where(url: str) -> str:
         ("https://api.example.com/a%21b", "api.example.com/a!b"),
         ("https://api.example.com/a!b", "api.example.com/a!b"),
         ("https://api.example.com/a%20b", "api.example.com/a%20b"),
-        ("https://api.example.com/%ff", "api.example.com/%FF"),
         # decoded once only: %25 is a literal "%", not an escape for the next pass
-        ("https://api.example.com/%252e%252e/admin", "api.example.com/%252e%252e/admin"),
-        ("https://api.example.com/a%252Fb", "api.example.com/a%252Fb"),
+        ("https://api.example.com/50%25off", "api.example.com/50%25off"),
+        ("https://api.example.com/%2541", "api.example.com/%2541"),
+        # ;parameters belong to their segment, and go (Tomcat, Jetty, Spring route without them)
+        ("https://api.example.com/admin;x=1", "api.example.com/admin"),
+        ("https://api.example.com/admin;x=1/users;y", "api.example.com/admin/users"),
+        ("https://api.example.com/admin%3bx", "api.example.com/admin"),
+        ("https://api.example.com/v1/..;/admin", "api.example.com/admin"),
+        ("https://api.example.com/v1/..;x=y/admin", "api.example.com/admin"),
+        ("https://api.example.com/v1/%2e%2e%3b/admin", "api.example.com/admin"),
+        ("https://api.example.com/v1/.;x/admin", "api.example.com/v1/admin"),
+        ("https://api.example.com/;x/admin", "api.example.com/admin"),
+        # a dot or space inside a segment is kept
+        ("https://api.example.com/v1.json", "api.example.com/v1.json"),
+        ("https://api.example.com/.well-known/x", "api.example.com/.well-known/x"),
     ],
 )
 def test_normal_form(url: str, expected: str) -> None:
@@ -136,6 +156,32 @@ def test_repr_and_fields() -> None:
         "https://017700000001/",
         "https://127.000.000.001/",
         "https://1.2.3.4.5/",
+        # hosts with characters no host name has, or empty labels
+        'https://evil.com"/',
+        "https://evil.com,/",
+        "https://evil.com;/",
+        "https://a..example.com/",
+        "https://api.example.com../",
+        "https://" + "a" * 64 + ".example.com/",
+        # path spellings that servers read as another path: refused
+        "https://api.example.com/admin%00",
+        "https://api.example.com/admin%00.json",
+        "https://api.example.com/admin%0a",
+        "https://api.example.com/admin%20",
+        "https://api.example.com/admin.",
+        "https://api.example.com/admin%2e",
+        "https://api.example.com/admin..",
+        "https://api.example.com/admin.;x",
+        "https://api.example.com/.../admin",
+        "https://api.example.com/%252e%252e/admin",
+        "https://api.example.com/a%252Fb",
+        "https://api.example.com/a%255cb",
+        "https://api.example.com/admin%253bx",
+        "https://api.example.com/%25252e",
+        "https://api.example.com/%%32e%%32e/admin",
+        "https://api.example.com/%2500",
+        "https://api.example.com/%c0%ae%c0%ae/admin",
+        "https://api.example.com/%ff",
         # IDNA 2003 and 2008 disagree: two different hosts, one spelling
         "https://straße.de/",
         "https://STRAẞE.de/",
@@ -172,18 +218,53 @@ PATH_CHARS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("
 
 @given(PATH_CHARS)
 def test_normalise_path_is_idempotent_and_canonical(raw: str) -> None:
-    once = normalise_path(raw)
+    try:
+        once = normalise_path(raw)
+    except ValueError:
+        return  # refused: nothing to be canonical about
     assert normalise_path(once) == once
     assert once.startswith("/")
     assert "//" not in once
     assert once == "/" or not once.endswith("/")
     segments = once.split("/")[1:]
     assert "." not in segments and ".." not in segments
+    assert not any(s.endswith((".", "%20")) for s in segments)
     assert once.isascii() and "\\" not in once and "?" not in once and "#" not in once
+    assert ";" not in once
 
 
 @given(PATH_CHARS)
 def test_query_and_fragment_never_change_the_location(raw: str) -> None:
     base = "https://api.example.com/" + raw.replace("?", "").replace("#", "")
-    assert seller_location(base + "?q=/../admin") == seller_location(base)
-    assert seller_location(base + "#/admin") == seller_location(base)
+    try:
+        expected = seller_location(base)
+    except ValueError:
+        for suffix in ("?q=/../admin", "#/admin"):
+            with pytest.raises(ValueError):
+                seller_location(base + suffix)
+        return
+    assert seller_location(base + "?q=/../admin") == expected
+    assert seller_location(base + "#/admin") == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ('https://evil.com"/', "host"),
+        ("https://[::ffff:1.2.3]/", "host"),
+        ("https://127.1/", "host"),
+        ("https://api.example.com/admin%00", "path"),
+        ("https://api.example.com/admin.", "path"),
+        ("https://api.example.com/%252e%252e/admin", "path"),
+        ("https://api.example.com/%ff", "path"),
+    ],
+)
+def test_a_refusal_names_the_part(url: str, part: str) -> None:
+    with pytest.raises(ValueError, match=part):
+        seller_location(url)
+
+
+def test_seller_host_is_the_locations_host() -> None:
+    url = "HTTP://[::ffff:a00:1]:8080/v1/..;/admin"
+    assert seller_host(url) == seller_location(url).host == "10.0.0.1:8080"
+    assert seller_host("https://api.example.com/admin%00") == "api.example.com"

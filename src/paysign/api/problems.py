@@ -58,6 +58,18 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Put a USDC option on Base first in `accepts`, if the seller offers one.",
         ),
         ProblemType(
+            "seller-resource-mismatch",
+            422,
+            errors.SellerResourceMismatch.title,
+            "The payment terms name the resource they pay for (`resource.url` in x402 v2, "
+            "`accepts[0].resource` in v1), and its host is not the host of `sellerUrl`: the "
+            "source policy judged one seller, the terms are for another. The `sellerHost` and "
+            "`resourceHost` members name both (port included); `pointer` names the field. "
+            "Nothing was signed or recorded.",
+            "Send the URL you called as `sellerUrl` together with the terms that URL answered. "
+            "If you did, the seller names another host as its resource; do not pay it.",
+        ),
+        ProblemType(
             "sandbox-network-mismatch",
             422,
             errors.SandboxNetworkMismatch.title,

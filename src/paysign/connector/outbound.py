@@ -1,8 +1,9 @@
 """Outbound HTTP for the connector: the only place paysign calls a seller (DESIGN 7.11).
 
 Every hop is checked before it is made: the host is resolved once, every address it resolves to
-must be globally routable (no private, loopback, link-local, shared, reserved, multicast or
-unspecified address), and the connection goes to that checked address — the name is not looked
+must be globally routable (no private, loopback, link-local, site-local, shared, reserved,
+multicast or unspecified address, and none of those wrapped in IPv6: ``policy.addresses`` is
+the one classifier), and the connection goes to that checked address — the name is not looked
 up a second time, so a DNS answer cannot change between the check and the connect (rebinding).
 Redirects are followed by hand, at most ``max_redirects`` hops, each hop checked the same way.
 Responses are read up to ``max_response_bytes`` and the whole exchange has one deadline.
@@ -13,6 +14,8 @@ and the local demo.
     >>> is_public_address("8.8.8.8"), is_public_address("10.0.0.1"), is_public_address("::1")
     (True, False, False)
     >>> is_public_address("169.254.169.254"), is_public_address("100.64.0.1")
+    (False, False)
+    >>> is_public_address("::ffff:a00:1"), is_public_address("64:ff9b::a9fe:a9fe")
     (False, False)
 """
 
@@ -26,6 +29,8 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
+
+from paysign.policy.addresses import embedded_ipv4, is_public_address
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _PRIVATE = frozenset({"payment-signature", "x-payment", "authorization", "cookie"})
@@ -62,13 +67,6 @@ class FetchedResponse:
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
-
-
-def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return bool(ip.is_global) and not ip.is_multicast
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -108,10 +106,12 @@ async def checked_target(url: str, limits: OutboundLimits) -> tuple[str, str, st
     addresses = await _resolve(host, port)
     refused = [a for a in addresses if not is_public_address(a)]
     if refused:
+        inner = embedded_ipv4(ipaddress.ip_address(refused[0]))
+        wrapped = f" (which wraps {inner})" if inner is not None else ""
         raise OutboundRefused(
             "private-address",
-            f"{host} resolves to {refused[0]}, a private, loopback, link-local or otherwise "
-            "non-public address; the connector only calls public sellers",
+            f"{host} resolves to {refused[0]}{wrapped}, a private, loopback, link-local or "
+            "otherwise non-public address; the connector only calls public sellers",
         )
     ip = ipaddress.ip_address(addresses[0])
     literal = f"[{ip}]" if ip.version == 6 else str(ip)

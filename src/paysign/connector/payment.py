@@ -25,6 +25,7 @@ from paysign.client.wire import (
 )
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.errors import NotAuthenticated, PaysignError
+from paysign.policy.seller import seller_location
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
 from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for
 
@@ -143,6 +144,11 @@ def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
             f"at {portal_url}. Sandbox calls (sandbox=true) are not capped."
         ),
         "sandbox-network-mismatch": "Call again without sandbox to pay on Base mainnet.",
+        "seller-resource-mismatch": (
+            "The seller's payment terms are for a resource on another host "
+            f"({ext.get('resourceHost', 'unknown')}); nothing was signed. Do not retry; tell "
+            "the user and choose another seller."
+        ),
     }.get(
         error.slug,
         "The seller's payment terms cannot be signed as they are; try another seller.",
@@ -159,6 +165,16 @@ async def pay(
     *,
     portal_url: str,
 ) -> dict[str, Any]:
+    try:
+        # The signing use case would refuse this URL after the seller was called; a URL the
+        # source policy cannot judge is not called at all.
+        seller_location(call.url)
+    except ValueError as exc:
+        raise ToolFailure(
+            "invalid-seller-url",
+            f"The URL {call.url[:200]!r} cannot be paid: it {exc}.",
+            "Call again with the seller's URL spelled as the seller publishes it.",
+        ) from None
     headers = {"Accept": "application/json, */*;q=0.5", **call.headers}
     if call.sandbox:
         headers["X-Sandbox-Mode"] = "true"

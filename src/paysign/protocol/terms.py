@@ -137,6 +137,23 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
     )
 
 
+def resource_urls(terms: PaymentTerms) -> tuple[tuple[str, str], ...]:
+    """Every URL the terms name as the paid resource, each with its JSON pointer in the request:
+    v2's ``resource.url``, v1's ``accepts[0].resource`` (and a v1 top-level ``resource``, which
+    some sellers add). Empty when the terms name none.
+    """
+    found: list[tuple[str, str]] = []
+    top = terms.resource
+    if isinstance(top, dict) and isinstance(top.get("url"), str) and top["url"]:
+        found.append(("/paymentRequired/resource/url", top["url"]))
+    elif isinstance(top, str) and top:
+        found.append(("/paymentRequired/resource", top))
+    inner = terms.accepted.get("resource")
+    if isinstance(inner, str) and inner:
+        found.append((f"{_ACCEPTS0}/resource", inner))
+    return tuple(found)
+
+
 def _shown(value: object) -> str:
     """The seller's value for an error message, cut short: it may be megabytes long."""
     text = repr(value)

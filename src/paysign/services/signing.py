@@ -1,8 +1,9 @@
 """``sign_payment``: terms in, a policy-checked, cap-reserved, recorded EIP-3009 authorization out.
 
-The order is fixed: authenticate → validate the terms → source policy (deny → ecosystem →
-allow list / pending) → per-payment cap → in one transaction reserve the day and month windows
-with a guarded upsert and record the payment → commit → sign → return. The digest is made in
+The order is fixed: authenticate → validate the terms (and that they are for the declared
+seller's host) → source policy (deny → ecosystem → allow list / pending) → per-payment cap →
+in one transaction reserve the day and month windows with a guarded upsert and record the
+payment → commit → sign → return. The digest is made in
 the transaction, the signature over it after (or meanwhile, in the signer process): either
 way a signature is only ever returned after the row recording it (and its cap reservation)
 is committed.
@@ -27,7 +28,9 @@ from paysign.errors import (
     PaymentRefused,
     PaysignError,
     SandboxNetworkMismatch,
+    SellerResourceMismatch,
 )
+from paysign.policy.binding import unbound_resource
 from paysign.policy.caps import windows_at
 from paysign.policy.decide import Decision, Outcome, Tier, decide
 from paysign.policy.rules import candidate_hosts
@@ -42,6 +45,7 @@ from paysign.protocol import (
     parse_signature_request,
     prepare_payment,
 )
+from paysign.protocol.terms import resource_urls
 from paysign.services.accounts import wallet_context
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
 from paysign.services.refusals import cap_refusal, policy_refusal
@@ -116,9 +120,17 @@ def _validated(
             "Omit the header to make a live payment.",
         )
     try:
-        return request, seller_location(request.seller_url)
+        seller = seller_location(request.seller_url)
     except ValueError as exc:
         raise InvalidPaymentTerms("/sellerUrl", str(exc)) from None
+    unbound = unbound_resource(request.seller_url, resource_urls(request.terms))
+    if unbound is not None:
+        if unbound.resource_host is None:
+            raise InvalidPaymentTerms(unbound.pointer, unbound.reason)
+        raise SellerResourceMismatch(
+            unbound.pointer, unbound.reason, unbound.seller_host, unbound.resource_host
+        )
+    return request, seller
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
