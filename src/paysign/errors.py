@@ -141,6 +141,13 @@ class AllowPending(PaymentRefused):
     title = "Seller approval pending"
 
 
+class PendingApprovalsFull(PaymentRefused):
+    """A new seller needs approval, and the account's approvals queue is full."""
+
+    slug = "pending-approvals-full"
+    title = "Too many sellers waiting for approval"
+
+
 class SpendCapExceeded(PaymentRefused):
     slug = "spend-cap-exceeded"
     title = "Spend cap exceeded"

@@ -76,6 +76,7 @@ def test_refusal_table_lists_each_type_with_its_title() -> None:
         "seller-denied": "Seller is on the deny list",
         "ecosystem-disabled": "Payments to this ecosystem are switched off",
         "allow-pending": "Seller approval pending",
+        "pending-approvals-full": "Too many sellers waiting for approval",
         "spend-cap-exceeded": "Spend cap exceeded",
     }
 

@@ -204,6 +204,7 @@ def test_csv_export_has_every_matching_row_guarded_against_formulas(
         "reason",
         "rule",
         "detail",
+        "pay_to",
     ]
     body = table[1:]
     assert len(body) == 1_031
@@ -217,6 +218,7 @@ def test_csv_export_has_every_matching_row_guarded_against_formulas(
         "eip155:84532",
         "true",
     ]
+    assert newest_signed[10] == "0x" + "22" * 20 and refused[10] == ""  # payTo: signed only
     assert oldest[0] == "2026-09-21T14:13:20Z"
     assert len({row[0] for row in body[1:]}) == 1_030  # no row twice across batches
 

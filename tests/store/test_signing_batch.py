@@ -20,6 +20,7 @@ from paysign.services import accounts, keys, policy
 from paysign.services.signing import SigningDeps, by_api_key, signing_work
 from paysign.store import policy_repo
 from paysign.store.group_commit import GroupCommitter
+from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
 from paysign.store.signing_batch import BatchTransaction, ReservationLost, SpendTotal
@@ -36,6 +37,7 @@ class FakeStatements:
     spent: dict[tuple[str, str], int] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     signatures: list[SignatureRecord] = field(default_factory=list)
+    pending: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
         self.calls.append("key_holder")
@@ -82,8 +84,18 @@ class FakeStatements:
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
         self.calls.append("touch_keys")
 
-    def record_pending(self, sellers: Sequence[tuple[str, SellerLocation, int]]) -> None:
+    def lock_pending(self, account_id: str) -> None:
+        self.calls.append("lock_pending")
+
+    def pending_state(self, account_id: str, seller: SellerLocation) -> tuple[int, bool]:
+        self.calls.append("pending_state")
+        waiting = self.pending.setdefault(account_id, set())
+        return len(waiting), (seller.host, seller.path) in waiting
+
+    def record_pending(self, entries: Sequence[PendingEntry]) -> None:
         self.calls.append("record_pending")
+        for e in entries:
+            self.pending.setdefault(e.account_id, set()).add((e.seller.host, e.seller.path))
 
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
         self.calls.append("insert_refusals")
@@ -169,6 +181,33 @@ def test_a_total_the_database_refuses_fails_the_flush_before_any_record() -> Non
     with pytest.raises(ReservationLost):
         tx.flush()
     assert sql.signatures == []
+
+
+def _entry(account_id: str, host: str) -> PendingEntry:
+    pay_to = "0x" + "22" * 20
+    return PendingEntry(account_id, SellerLocation(host, "/q"), pay_to, 5, "eip155:1", NOW)
+
+
+def test_the_queue_admits_new_sellers_only_while_it_has_room() -> None:
+    waiting = {("old.example", "/q"), ("older.example", "/q")}
+    sql = FakeStatements(pending={"a1": set(waiting)})
+    tx = BatchTransaction(sql)
+    cap = 4  # two waiting: room for two more
+    answers = [
+        tx.admit_pending(_entry("a1", host), cap)
+        for host in ("n1.example", "n1.example", "n2.example", "n3.example", "old.example")
+    ]
+    # The second look at n1 is one the batch added: not counted twice. n3 finds no room, but
+    # a seller already waiting is always refreshed.
+    assert answers == [True, True, True, False, True]
+    assert tx.admit_pending(_entry("a2", "n3.example"), cap)  # another account, its own queue
+    tx.flush()
+    assert sql.pending["a1"] == waiting | {("n1.example", "/q"), ("n2.example", "/q")}
+    assert sql.pending["a2"] == {("n3.example", "/q")}
+    # Each account locked once; each seller looked up once.
+    assert sql.calls.count("lock_pending") == 2
+    assert sql.calls.count("pending_state") == 5
+    assert sql.calls[-1] == "record_pending"  # written once, at the flush
 
 
 # --- on the real databases, through group commit --------------------------------------------

@@ -13,6 +13,7 @@ import orjson
 from starlette.responses import Response
 
 from paysign import errors
+from paysign.policy.decide import MAX_PENDING_SELLERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,19 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "approvals; the detail names its host and path.",
             "Ask the human who owns the account to approve the seller in the paysign portal. "
             "Retrying before they do will not help.",
+        ),
+        ProblemType(
+            "pending-approvals-full",
+            403,
+            errors.PendingApprovalsFull.title,
+            "This seller needs the account holder's approval, but as many sellers as the "
+            f"account keeps ({MAX_PENDING_SELLERS}, the `limit` member) are waiting for it "
+            "already. A new seller is then refused without being added, so that an agent "
+            "trying made-up sellers cannot bury the holder's real approvals. The detail names "
+            "the seller. Sellers already waiting still answer `allow-pending`.",
+            "Stop trying new sellers. Ask the human who owns the account to approve or deny "
+            "the waiting sellers in the paysign portal (Approvals), or to add allow rules for "
+            "the sellers they trust; retrying before they do will not help.",
         ),
         ProblemType(
             "seller-denied",

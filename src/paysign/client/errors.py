@@ -86,6 +86,13 @@ class AllowPending(PaymentRefused):
     slug = "allow-pending"
 
 
+class PendingApprovalsFull(PaymentRefused):
+    """A new seller needs approval and the account holder's approvals queue is full (it was not
+    added). Trying other new sellers will be refused the same way until the holder decides."""
+
+    slug = "pending-approvals-full"
+
+
 class SellerDenied(PaymentRefused):
     slug = "seller-denied"
 
@@ -173,6 +180,7 @@ _BY_SLUG: dict[str, type[PaysignProblem]] = {
     for cls in (
         Unauthorized,
         AllowPending,
+        PendingApprovalsFull,
         SellerDenied,
         EcosystemDisabled,
         SpendCapExceeded,

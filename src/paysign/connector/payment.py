@@ -124,6 +124,12 @@ def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
             f"to approve {ext.get('sellerHost', 'the seller')} in the paysign portal at "
             f"{portal_url}; do not retry until they say it is approved."
         ),
+        "pending-approvals-full": (
+            "Too many sellers are waiting for the account holder's approval; this new one was "
+            "not added. Stop trying other new sellers: tell the user to approve or deny the "
+            f"waiting sellers in the paysign portal at {portal_url}, or to add allow rules, "
+            "and retry only when they say so."
+        ),
         "seller-denied": (
             "The account holder has put this seller on the deny list. Do not retry; choose "
             f"another seller, or ask the user to change the deny list in the portal at "

@@ -21,6 +21,12 @@ from paysign.policy.caps import Caps
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 
+#: The most sellers an account's approvals queue holds. Whoever holds the API key names the
+#: sellers, so without a bound a stolen or misled agent could bury the holder's real approvals
+#: under made-up ones. A new seller past it is refused without being queued; the holder makes
+#: room by approving or denying, or makes the question moot with allow rules.
+MAX_PENDING_SELLERS = 100
+
 
 class Tier(enum.Enum):
     PREMIUM = "PREMIUM"

@@ -1,5 +1,6 @@
 """Sellers waiting for the human's decision: approve (allow list) or deny (deny list), one at a
-time or a selection at once.
+time or a selection at once, ``PAGE_SIZE`` sellers a page (``?page=N``, on the forms' addresses
+too, so a decision shows the same page again).
 
 A bulk decision is one policy change: every selected seller is checked before anything is
 written, approving them all takes one fresh authenticator code, and either every rule is
@@ -15,12 +16,27 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
+from paysign.policy.decide import MAX_PENDING_SELLERS
 from paysign.portal import decisions
 from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal
+from paysign.services import approvals
 from paysign.services.sign_in import CredentialsRefused
 
 _DONE = {"allow": "approved (allow list)", "deny": "denied (deny list)"}
+PAGE_SIZE = 50
+BAD_PAGE = "“page” must be a page number (1, 2, …); nothing was changed."
+
+
+def page_number(text: str) -> int | None:
+    """The page a query string asks for; ``None`` unless it is a page number.
+
+    >>> page_number("2"), page_number("0"), page_number("-1"), page_number("²"), page_number("")
+    (2, None, None, None, None)
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
+        return None
+    return int(text)
 
 
 class ApprovalPages:
@@ -30,34 +46,45 @@ class ApprovalPages:
         self.portal = portal
 
     async def _approvals_page(
-        self, session: Session, *, status: int = 200, **context: Any
+        self, session: Session, page: int = 1, *, status: int = 200, **context: Any
     ) -> HTMLResponse:
         assert session.account_id is not None
-        pending = await run_in_threadpool(
-            decisions.pending_sellers, self.portal.service, session.account_id
+        listing = await run_in_threadpool(
+            approvals.pending_page,
+            self.portal.service.db,
+            session.account_id,
+            page=page,
+            size=PAGE_SIZE,
         )
         return self.portal.render(
             "approvals.html",
             session,
             status=status,
             title="Approvals",
-            pending=pending,
+            pending=listing.sellers,
+            listing=listing,
+            limit=MAX_PENDING_SELLERS,
             **context,
         )
 
     async def approvals(self, request: Request) -> Response:
+        page = page_number(request.query_params.get("page", "1"))
         if request.method == "GET":
             session = await self.portal.session_of(request)
             if session is None or session.account_id is None:
                 return self.portal.to_sign_in()
-            return await self._approvals_page(session)
+            if page is None:
+                return await self._approvals_page(session, status=400, error=BAD_PAGE)
+            return await self._approvals_page(session, page)
         session, form = await self.portal.form_session(request)
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
+        if page is None:
+            return await self._approvals_page(session, status=400, error=BAD_PAGE)
         decision = form.get("decision", "")
         seller = form.get("seller", "")
         if decision not in ("allow", "deny"):
-            return await self._approvals_page(session, status=400, error="Approve or deny.")
+            return await self._approvals_page(session, page, status=400, error="Approve or deny.")
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
             await run_in_threadpool(
@@ -69,17 +96,20 @@ class ApprovalPages:
                 form.get("totp", ""),
             )
         except InvalidPolicy as problem:
-            return await self._approvals_page(session, status=400, error=problem.detail)
+            return await self._approvals_page(session, page, status=400, error=problem.detail)
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
-            return await self._approvals_page(session, status=status, error=refused.message)
-        return await self._approvals_page(session, notice=f"{seller}: {_DONE[kind]}.")
+            return await self._approvals_page(session, page, status=status, error=refused.message)
+        return await self._approvals_page(session, page, notice=f"{seller}: {_DONE[kind]}.")
 
     async def bulk(self, request: Request) -> Response:
         """Approve or deny the selected sellers (repeated ``seller`` fields) together."""
         session, form = await self.portal.form_session(request)
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
+        page = page_number(request.query_params.get("page", "1"))
+        if page is None:
+            return await self._approvals_page(session, status=400, error=BAD_PAGE)
         # ``form_session`` keeps one value per field; the selection repeats ``seller``.
         # Starlette parsed the body once and caches it, so this reads no more of it.
         sellers = [
@@ -88,7 +118,7 @@ class ApprovalPages:
         decision = form.get("decision", "")
         if decision not in ("allow", "deny"):
             return await self._approvals_page(
-                session, status=400, error="Approve or deny the selection."
+                session, page, status=400, error="Approve or deny the selection."
             )
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
@@ -104,7 +134,7 @@ class ApprovalPages:
             # The detail is "<JSON pointer>: <reason>"; a person reads just the reason.
             reason = problem.detail.removeprefix(f"{problem.extensions.get('pointer')}: ")
             return await self._approvals_page(
-                session, status=400, error=f"{reason[:1].upper()}{reason[1:]}."
+                session, page, status=400, error=f"{reason[:1].upper()}{reason[1:]}."
             )
         except CredentialsRefused as refused:
             message = (
@@ -114,8 +144,8 @@ class ApprovalPages:
                 "code. Nothing was changed."
             )
             status = 429 if refused.rate_limited else 401
-            return await self._approvals_page(session, status=status, error=message)
+            return await self._approvals_page(session, page, status=status, error=message)
         listed = ", ".join(rules)
         return await self._approvals_page(
-            session, notice=f"{len(rules)} seller(s) {_DONE[kind]}: {listed}."
+            session, page, notice=f"{len(rules)} seller(s) {_DONE[kind]}: {listed}."
         )

@@ -13,16 +13,9 @@ from paysign.errors import InvalidPolicy
 from paysign.policy.rules import Rule, parse_rule
 from paysign.portal.service import PortalService
 from paysign.services import policy
-from paysign.store import policy_repo
-from paysign.store.policy_repo import PendingSeller
 
 #: A bulk decision is one transaction; this bounds how long it holds the writer.
 MAX_BULK_DECISIONS = 200
-
-
-def pending_sellers(service: PortalService, account_id: str) -> list[PendingSeller]:
-    with service.db.read() as conn:
-        return policy_repo.pending_of(conn, account_id)
 
 
 def decide_many(

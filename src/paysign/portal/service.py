@@ -35,7 +35,6 @@ from paysign.services.sign_in import (
 )
 from paysign.store import activity_repo, oauth_repo, policy_repo, portal_repo
 from paysign.store.activity_repo import ActivityFilters, ActivityRow
-from paysign.store.policy_repo import PendingSeller
 from paysign.store.portal_repo import KeyRow
 
 
@@ -74,7 +73,7 @@ class Overview:
     email: str
     wallet_address: str | None
     keys: list[KeyRow]
-    pending: list[PendingSeller]
+    pending: int  # how many sellers wait for approval
     #: (window name, spent, cap or None) for today and this month (UTC), in base units.
     spend: list[tuple[str, int, int | None]]
     #: The latest few signatures, newest first.
@@ -171,7 +170,7 @@ class PortalService:
                 account.email,
                 portal_repo.wallet_address(conn, account_id),
                 portal_repo.keys_of(conn, account_id),
-                policy_repo.pending_of(conn, account_id),
+                policy_repo.pending_count(conn, account_id),
                 spend,
                 activity_repo.page(conn, account_id, RECENT_PAYMENTS, limit=5),
             )

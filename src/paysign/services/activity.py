@@ -32,6 +32,7 @@ CSV_COLUMNS = (
     "reason",
     "rule",
     "detail",
+    "pay_to",  # last: the columns before it kept their places when it was added
 )
 
 
@@ -47,6 +48,7 @@ def entry_of(row: ActivityRow) -> dict[str, Any]:
     }
     if row.kind == "signed":
         entry |= {
+            "payTo": row.pay_to,
             "status": row.status,
             "tier": row.tier,
             "rule": row.rule,
@@ -176,6 +178,7 @@ def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
                     csv_cell(row.reason or ""),
                     csv_cell(row.rule or ""),
                     csv_cell(row.detail or ""),
+                    csv_cell(row.pay_to or ""),
                 ]
             )
         yield flush()

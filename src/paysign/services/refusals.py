@@ -6,12 +6,16 @@ from paysign.errors import (
     AllowPending,
     EcosystemDisabled,
     PaymentRefused,
+    PendingApprovalsFull,
     SellerDenied,
     SpendCapExceeded,
 )
 from paysign.policy.caps import iso
-from paysign.policy.decide import Decision, Outcome
+from paysign.policy.decide import MAX_PENDING_SELLERS, Decision, Outcome
 from paysign.policy.seller import SellerLocation
+from paysign.protocol import PaymentTerms
+from paysign.store.pending_queue import PendingEntry
+from paysign.store.signing_store import SigningTransaction
 
 USDC = 1_000_000
 
@@ -44,6 +48,34 @@ def policy_refusal(decision: Decision, seller: SellerLocation) -> PaymentRefused
         "approval. Ask them to approve it in the portal; until then every payment to it is "
         "refused, so retrying now will not help.",
         **where,
+    )
+
+
+def queue_pending(
+    tx: SigningTransaction,
+    decision: Decision,
+    account_id: str,
+    seller: SellerLocation,
+    terms: PaymentTerms,
+    now: int,
+) -> PaymentRefused:
+    """A seller waiting for approval: ``allow-pending`` once it is in the account's queue
+    (its latest terms kept for the holder to see), or ``pending-approvals-full`` when it is new
+    and the queue holds ``MAX_PENDING_SELLERS`` already (nothing is queued)."""
+    pay_to = "0x" + terms.pay_to.hex()
+    entry = PendingEntry(account_id, seller, pay_to, terms.amount, terms.network.caip2, now)
+    if tx.admit_pending(entry, MAX_PENDING_SELLERS):
+        return policy_refusal(decision, seller)
+    return PendingApprovalsFull(
+        f"The seller {seller.host} (path {seller.path}) needs the account holder's approval, "
+        f"but {MAX_PENDING_SELLERS} sellers are already waiting for it, the most an account "
+        "keeps; this one was not added and nothing was signed. Stop trying new sellers: the "
+        "account holder must first approve or deny the waiting ones in the portal, or add "
+        "allow rules for the sellers they trust.",
+        limit=MAX_PENDING_SELLERS,
+        seller=str(seller),
+        sellerHost=seller.host,
+        sellerPath=seller.path,
     )
 
 

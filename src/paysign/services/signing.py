@@ -48,7 +48,7 @@ from paysign.protocol import (
 from paysign.protocol.terms import resource_urls
 from paysign.services.accounts import wallet_context
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
-from paysign.services.refusals import cap_refusal, policy_refusal
+from paysign.services.refusals import cap_refusal, policy_refusal, queue_pending
 from paysign.services.request_bodies import RequestBodies
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
@@ -228,11 +228,13 @@ def signing_work(
         decision = _decision(tx, holder, seller, tier)
         if decision.allowed:
             refusal, rule = _sign_within_caps(deps, tx, attempt, decision)
+        elif decision.outcome is Outcome.PENDING:
+            refusal = queue_pending(tx, decision, holder.account_id, seller, request.terms, now)
+            rule = decision.rule
         else:
             refusal, rule = policy_refusal(decision, seller), decision.rule
         if refusal is not None:
-            pending = seller if decision.outcome is Outcome.PENDING else None
-            tx.record_refusal(attempt.refusal_record(refusal, rule), pending)
+            tx.record_refusal(attempt.refusal_record(refusal, rule))
             return refusal
         assert attempt.prepared is not None  # allowed and within the caps: it was recorded
         return attempt.prepared

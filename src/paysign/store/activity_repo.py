@@ -79,6 +79,7 @@ class ActivityRow:
     network: str
     sandbox: bool
     rule: str | None
+    pay_to: str | None  # signatures only
     status: str | None  # signatures only
     tier: str | None  # signatures only
     nonce: bytes | None  # signatures only
@@ -143,6 +144,7 @@ def _branch(
         c.network,
         c.sandbox,
         c.rule,
+        c.pay_to if signed else sa.cast(sa.null(), text).label("pay_to"),
         c.status if signed else sa.cast(sa.null(), text).label("status"),
         c.tier if signed else sa.cast(sa.null(), text).label("tier"),
         c.nonce if signed else sa.cast(sa.null(), binary).label("nonce"),
@@ -219,6 +221,7 @@ def page(
             network=r.network,
             sandbox=bool(r.sandbox),
             rule=r.rule,
+            pay_to=r.pay_to,
             status=r.status,
             tier=r.tier,
             nonce=bytes(r.nonce) if r.nonce is not None else None,

@@ -11,11 +11,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from paysign.policy.caps import Caps, Window
-from paysign.policy.decide import Approval, PolicySettings
+from paysign.policy.decide import MAX_PENDING_SELLERS, Approval, PolicySettings
 from paysign.policy.document import PolicyDocument
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 from paysign.store.schema import pending_sellers, policies, policy_rules, refusals, spend_windows
+
+_PENDING_ORDER = (pending_sellers.c.first_seen, pending_sellers.c.host, pending_sellers.c.path)
 
 POLICY_COLUMNS = (
     policies.c.approval,
@@ -60,10 +62,13 @@ def load_document(conn: Connection, account_id: str) -> PolicyDocument:
         .where(policy_rules.c.account_id == account_id)
         .order_by(policy_rules.c.id)
     ).all()
+    # Bounded like the queue: an account that filled it before it had a bound is listed as
+    # far as the bound (the portal pages through the rest).
     pending = conn.execute(
         sa.select(pending_sellers.c.host, pending_sellers.c.path)
         .where(pending_sellers.c.account_id == account_id)
-        .order_by(pending_sellers.c.first_seen, pending_sellers.c.host, pending_sellers.c.path)
+        .order_by(*_PENDING_ORDER)
+        .limit(MAX_PENDING_SELLERS)
     ).all()
     return PolicyDocument(
         load_settings(conn, account_id),
@@ -144,15 +149,46 @@ class PendingSeller:
     first_seen: int
     last_seen: int
     refused_count: int
+    #: The latest refused payment's terms; ``None`` for an entry older than their keeping.
+    pay_to: str | None = None
+    amount: int | None = None
+    network: str | None = None
 
 
-def pending_of(conn: Connection, account_id: str) -> list[PendingSeller]:
+def pending_of(
+    conn: Connection, account_id: str, *, offset: int = 0, limit: int | None = None
+) -> list[PendingSeller]:
+    """Oldest first (then by host and path, so pages neither repeat nor skip an entry)."""
     rows = conn.execute(
         sa.select(pending_sellers)
         .where(pending_sellers.c.account_id == account_id)
-        .order_by(pending_sellers.c.first_seen)
+        .order_by(*_PENDING_ORDER)
+        .offset(offset)
+        .limit(limit)
     ).all()
-    return [PendingSeller(r.host, r.path, r.first_seen, r.last_seen, r.refused_count) for r in rows]
+    return [
+        PendingSeller(
+            r.host,
+            r.path,
+            r.first_seen,
+            r.last_seen,
+            r.refused_count,
+            r.pay_to,
+            r.amount,
+            r.network,
+        )
+        for r in rows
+    ]
+
+
+def pending_count(conn: Connection, account_id: str) -> int:
+    return int(
+        conn.execute(
+            sa.select(sa.func.count())
+            .select_from(pending_sellers)
+            .where(pending_sellers.c.account_id == account_id)
+        ).scalar_one()
+    )
 
 
 def release(conn: Connection, account_id: str, window: Window, amount: int) -> None:

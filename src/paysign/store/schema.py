@@ -126,6 +126,11 @@ pending_sellers = sa.Table(
     sa.Column("first_seen", sa.BigInteger, nullable=False),
     sa.Column("last_seen", sa.BigInteger, nullable=False),
     sa.Column("refused_count", sa.BigInteger, nullable=False),
+    # The terms of the seller's latest refused payment: the holder sees where the money would
+    # go before approving. NULL for entries recorded before they were kept.
+    sa.Column("pay_to", sa.String(42), nullable=True),
+    sa.Column("amount", sa.BigInteger, nullable=True),
+    sa.Column("network", sa.String(32), nullable=True),
 )
 
 spend_windows = sa.Table(

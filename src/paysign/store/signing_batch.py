@@ -18,6 +18,9 @@ and the writes are gathered and sent together just before the commit (``flush``)
   request runs again alone).
 * **Records** (signatures, refusals, pending sellers, key last-use) are written in order, each
   kind with one call (``executemany``; ``COPY`` for PostgreSQL's signatures).
+* **The approvals queue** is bounded (``admit_pending``): an account's queue is locked the first
+  time one of its payments is refused for approval, and each seller is looked up there once;
+  the sellers the transaction queued count as if written already.
 
 A request that sees a refusal or a signature from this object sees exactly what it would have
 seen had it run alone after the requests before it.
@@ -32,6 +35,7 @@ from typing import Protocol
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Grant
 from paysign.policy.seller import SellerLocation
+from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
 
@@ -86,7 +90,15 @@ class SigningStatements(Protocol):
 
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None: ...
 
-    def record_pending(self, sellers: Sequence[tuple[str, SellerLocation, int]]) -> None: ...
+    def lock_pending(self, account_id: str) -> None:
+        """Keep every other writer from adding to the account's queue until the commit."""
+        ...
+
+    def pending_state(self, account_id: str, seller: SellerLocation) -> tuple[int, bool]:
+        """How many sellers the account has waiting, and whether ``seller`` is one."""
+        ...
+
+    def record_pending(self, entries: Sequence[PendingEntry]) -> None: ...
 
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None: ...
 
@@ -110,6 +122,17 @@ class _Windows:
         self.caps = caps  # the holder's, read once per transaction: the same for each request
 
 
+class _Queue:
+    """One account's approvals queue inside a transaction: the sellers found waiting in the
+    database, and those this transaction adds (``known`` holds both)."""
+
+    __slots__ = ("added", "known")
+
+    def __init__(self) -> None:
+        self.known: set[tuple[str, str]] = set()
+        self.added: set[tuple[str, str]] = set()
+
+
 class BatchTransaction:
     """``SigningTransaction`` over ``SigningStatements``; call ``flush`` before committing."""
 
@@ -121,7 +144,8 @@ class BatchTransaction:
         self._windows: dict[tuple[str, int, int], _Windows] = {}
         self._signatures: list[SignatureRecord] = []
         self._touched: dict[str, int] = {}
-        self._pending: list[tuple[str, SellerLocation, int]] = []
+        self._queues: dict[str, _Queue] = {}
+        self._pending: list[PendingEntry] = []
         self._refusals: list[RefusalRecord] = []
 
     @property
@@ -177,9 +201,25 @@ class BatchTransaction:
     def touch_key(self, key_id: str, now: int) -> None:
         self._touched[key_id] = max(now, self._touched.get(key_id, now))
 
-    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None:
-        if pending is not None:
-            self._pending.append((refusal.account_id, pending, refusal.created_at))
+    def admit_pending(self, entry: PendingEntry, cap: int) -> bool:
+        """Queue ``entry`` (a seller already waiting just gets its terms refreshed); ``False``,
+        and nothing queued, when the seller is new and ``cap`` sellers are waiting."""
+        queue = self._queues.get(entry.account_id)
+        if queue is None:
+            self._sql.lock_pending(entry.account_id)
+            queue = self._queues[entry.account_id] = _Queue()
+        key = (entry.seller.host, entry.seller.path)
+        if key not in queue.known:
+            waiting, known = self._sql.pending_state(entry.account_id, entry.seller)
+            if not known:
+                if waiting + len(queue.added) >= cap:
+                    return False
+                queue.added.add(key)
+            queue.known.add(key)
+        self._pending.append(entry)
+        return True
+
+    def record_refusal(self, refusal: RefusalRecord) -> None:
         self._refusals.append(refusal)
 
     def flush(self) -> None:
@@ -199,5 +239,6 @@ class BatchTransaction:
         if self._refusals:
             self._sql.insert_refusals(self._refusals)
         self._windows.clear()
+        self._queues.clear()
         self.memo.clear()  # opened wallet keys among it: kept no longer than the transaction
         self._signatures, self._touched, self._pending, self._refusals = [], {}, [], []

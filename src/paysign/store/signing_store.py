@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
-from paysign.policy.seller import SellerLocation
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
+from paysign.store.pending_queue import PendingEntry, PendingStatements, PostgresPendingStatements
 from paysign.store.pg_pool import SIGNING_CONNECTIONS, ConnectionPool, connector_for
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import KeyHolder, SignatureRecord
@@ -112,13 +112,6 @@ VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount,
     :reason, :rule, :detail, :created_at)
 """
 
-_RECORD_PENDING = """
-INSERT INTO pending_sellers (account_id, host, path, first_seen, last_seen, refused_count)
-VALUES (:account_id, :host, :path, :now, :now, 1)
-ON CONFLICT (account_id, host, path) DO UPDATE
-SET last_seen = excluded.last_seen, refused_count = pending_sellers.refused_count + 1
-"""
-
 
 @lru_cache(maxsize=64)
 def _grants_sql(host_count: int) -> str:
@@ -154,7 +147,11 @@ class SigningTransaction(Protocol):
 
     def touch_key(self, key_id: str, now: int) -> None: ...
 
-    def record_refusal(self, refusal: RefusalRecord, pending: SellerLocation | None) -> None: ...
+    def admit_pending(self, entry: PendingEntry, cap: int) -> bool:
+        """Queue ``entry`` for approval, unless it is new and ``cap`` sellers wait already."""
+        ...
+
+    def record_refusal(self, refusal: RefusalRecord) -> None: ...
 
 
 class SigningStore(Protocol):
@@ -232,7 +229,7 @@ def _refusal_params(refusal: RefusalRecord) -> dict[str, Any]:
     }
 
 
-class SqlStatements:
+class SqlStatements(PendingStatements):
     """``SigningStatements`` over one DB-API cursor; ``sql`` adapts the parameter style."""
 
     def __init__(self, cursor: Any, sql: Callable[[str], str]) -> None:
@@ -281,13 +278,6 @@ class SqlStatements:
         params = [{"key_id": key_id, "now": now} for key_id, now in last_used]
         self._many(_TOUCH_KEY, params)
 
-    def record_pending(self, sellers: Sequence[tuple[str, SellerLocation, int]]) -> None:
-        params = [
-            {"account_id": account_id, "host": seller.host, "path": seller.path, "now": now}
-            for account_id, seller, now in sellers
-        ]
-        self._many(_RECORD_PENDING, params)
-
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
         self._many(_INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
 
@@ -307,7 +297,7 @@ _SIGNATURE_COLUMNS = (
 _COPY_SIGNATURES = f"COPY signatures ({', '.join(_SIGNATURE_COLUMNS)}) FROM STDIN"
 
 
-class PostgresStatements(SqlStatements):
+class PostgresStatements(PostgresPendingStatements, SqlStatements):
     """On PostgreSQL a batch's signatures arrive by ``COPY``: about 60% of the time
     ``executemany`` takes (measured on batches of 32)."""
 
