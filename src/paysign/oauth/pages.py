@@ -36,9 +36,21 @@ _HEADERS = {
     "Cache-Control": "no-store",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "form-action 'self' https:; frame-ancestors 'none'",
 }
+
+
+# The sign-in form, the largest, is a few hundred bytes; a form is read whole into memory.
+MAX_FORM_BYTES = 16 * 1024
+
+
+def _too_large(request: Request) -> bool:
+    """A browser's form always comes with its length: anything longer than a form, or sent
+    without a length (chunked), is refused before a byte of it is read."""
+    length = request.headers.get("content-length", "")
+    return not length.isdigit() or int(length) > MAX_FORM_BYTES
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -135,6 +147,8 @@ class SignInPages:
             if pending.signed_in:  # its form's token now guards the consent form
                 return RedirectResponse(f"{self.consent_path}?txn={txn}", status_code=303)
             return _page("Sign in to paysign", self._login_form(txn, pending, name))
+        if _too_large(request):
+            return _error("This form is too large.", 413)
         form = await request.form()
         txn, csrf = str(form.get("txn", "")), str(form.get("csrf", ""))
         address = request.client.host if request.client else "unknown"
@@ -189,6 +203,8 @@ class SignInPages:
                 '<button type="submit" name="decision" value="deny">Deny</button></form>'
             )
             return _page("Allow access?", body)
+        if _too_large(request):
+            return _error("This form is too large.", 413)
         form = await request.form()
         approve = form.get("decision") == "approve"
         txn, csrf = str(form.get("txn", "")), str(form.get("csrf", ""))

@@ -1,0 +1,80 @@
+"""The OAuth sign-in pages beside the portal: one authenticator code opens one door once, and
+a form is read only when it is the size of a form."""
+
+from __future__ import annotations
+
+import contextlib
+
+import httpx
+
+from oauth.conftest import PASSWORD, Browser, Service, User, hidden, pkce, register
+from oauth.test_oauth import authorization_url
+
+
+def _login_page(service: Service, user: User) -> tuple[Browser, httpx.Client, str, str]:
+    client = register(service).json()
+    browser = Browser(service, user)
+    http = httpx.Client(timeout=10)
+    login, page = browser.open_login(
+        http, authorization_url(service, client["client_id"], pkce()[1])
+    )
+    return browser, http, login, page
+
+
+def _portal_sign_in(service: Service, user: User, code: str) -> httpx.Response:
+    with httpx.Client(base_url=service.url, timeout=10) as portal:
+        form = portal.get("/portal/sign-in").text
+        return portal.post(
+            "/portal/sign-in",
+            data={
+                "csrf": hidden(form, "csrf"),
+                "email": user.email,
+                "password": PASSWORD,
+                "totp": code,
+            },
+        )
+
+
+def test_a_code_used_in_the_portal_does_not_open_an_oauth_sign_in(
+    service: Service, user: User
+) -> None:
+    code = user.code(service.clock)
+    assert _portal_sign_in(service, user, code).status_code == 303
+    browser, http, login, page = _login_page(service, user)
+    with contextlib.closing(http):
+        replayed = browser.sign_in(http, login, page, code=code)
+        assert replayed.status_code == 401
+        assert "consent" not in replayed.headers.get("location", "")
+
+
+def test_a_code_used_for_oauth_does_not_open_the_portal(service: Service, user: User) -> None:
+    code = user.code(service.clock)
+    browser, http, login, page = _login_page(service, user)
+    with contextlib.closing(http):
+        assert browser.sign_in(http, login, page, code=code).status_code == 303
+    assert _portal_sign_in(service, user, code).status_code == 401
+
+
+def test_an_oversized_or_unsized_form_is_refused_unread(service: Service, user: User) -> None:
+    browser, http, login, page = _login_page(service, user)
+    with contextlib.closing(http):
+        fields = {"txn": hidden(page, "txn"), "csrf": hidden(page, "csrf")}
+        big = http.post(login.split("?")[0], data={**fields, "email": "a" * 20_000})
+        assert big.status_code == 413
+
+        def chunks():  # no Content-Length: a body of unknown size
+            yield b"txn=" + fields["txn"].encode()
+            yield b"&email=" + b"a" * 1000
+
+        chunked = http.post(
+            login.split("?")[0],
+            content=chunks(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert chunked.status_code == 413
+        consent = http.post(
+            f"{service.auth_url}/consent", data={**fields, "decision": "a" * 20_000}
+        )
+        assert consent.status_code == 413
+        # The request is untouched: the right form still signs in.
+        assert browser.sign_in(http, login, page).status_code == 303
