@@ -20,6 +20,7 @@ from paysign.client import (
     PaysignSigner,
     RequestTooLarge,
     SandboxNetworkMismatch,
+    SellerResourceMismatch,
     SigningUnavailable,
     TestFundsRateLimited,
     Unauthorized,
@@ -88,6 +89,13 @@ def test_the_async_twin_signs_too(signer: PaysignSigner) -> None:
             422,
         ),
         ("eip155:8453", lambda r: None, True, SandboxNetworkMismatch, 422),
+        (
+            "eip155:84532",
+            lambda r: r["resource"].update(url="https://elsewhere.example/pay"),
+            False,
+            SellerResourceMismatch,
+            422,
+        ),
         (
             "eip155:84532",
             lambda r: r["resource"].update(description="x" * 70_000),

@@ -152,6 +152,21 @@ class SandboxNetworkMismatch(PaysignProblem):
     slug = "sandbox-network-mismatch"
 
 
+class SellerResourceMismatch(PaysignProblem):
+    """422: the terms' ``resource`` names another host than the seller being paid: they were
+    not made by this seller for this URL (``seller_host`` and ``resource_host`` say which)."""
+
+    slug = "seller-resource-mismatch"
+
+    @property
+    def seller_host(self) -> str | None:
+        return self.problem.get("sellerHost")
+
+    @property
+    def resource_host(self) -> str | None:
+        return self.problem.get("resourceHost")
+
+
 class RequestTooLarge(PaysignProblem):
     slug = "request-too-large"
 
@@ -188,6 +203,7 @@ _BY_SLUG: dict[str, type[PaysignProblem]] = {
         InvalidPaymentTerms,
         UnsupportedPaymentTerms,
         SandboxNetworkMismatch,
+        SellerResourceMismatch,
         RequestTooLarge,
         TestFundsRateLimited,
     )
