@@ -21,7 +21,7 @@ from paysign.clock import Clock
 from paysign.config import Settings
 from paysign.custody import KeyVault
 from paysign.oauth.redirects import redirect_uri_problem
-from paysign.services import sign_in as credentials  # shared with the portal (issue 7)
+from paysign.services import sign_in as credentials  # shared with the portal
 from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
 from paysign.store import oauth_repo
 from paysign.store import repositories as repo
