@@ -103,3 +103,33 @@ def test_a_running_process_sees_a_catalog_imported_elsewhere(runtime) -> None:
     import_catalog(runtime.db, runtime.clock, demo_catalog("http://sellers.example"))
     assert catalog.tier_of(where) is Tier.PREMIUM
     assert catalog.listing_for(where).name == "market_quote"
+
+
+def test_a_listing_the_policy_cannot_judge_is_refused_and_nothing_changes(seeded) -> None:
+    from paysign.errors import InvalidCatalog
+    from paysign.policy.decide import Tier
+    from paysign.policy.seller import seller_location
+    from paysign.services.catalog import Catalog
+    from paysign.store import catalog_repo
+
+    def stored() -> tuple[int, list[dict]]:
+        with seeded.db.read() as conn:
+            return (
+                catalog_repo.catalog_version(conn),
+                [x.document for x in catalog_repo.all_listings(conn)],
+            )
+
+    before = stored()
+    document = demo_catalog("http://sellers.example")
+    document["catalog"][1]["description"] = "changed"
+    document["catalog"][2]["path"] = "/v1/forecast/{city}/file."
+    with pytest.raises(InvalidCatalog) as refused:
+        import_catalog(seeded.db, seeded.clock, document)
+    assert refused.value.extensions["pointer"] == "/catalog/2/path"
+    assert "'weather_forecast'" in refused.value.detail
+    assert "'file.'" in refused.value.detail
+    assert stored() == before
+    # Had it been stored, the tier index of every process would no longer build.
+    catalog = Catalog(seeded.db, seeded.settings, recheck_seconds=0)
+    where = seller_location("http://sellers.example/weather/v1/forecast/Paris")
+    assert catalog.tier_of(where) is Tier.STANDARD

@@ -64,3 +64,39 @@ def test_each_invalid_entry_is_named(entries: list[dict], pointer: str) -> None:
 def test_the_catalog_must_be_an_array() -> None:
     with pytest.raises(InvalidCatalog):
         parse_catalog_entries({"catalog": DEMO})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "pointer", "part"),
+    [
+        ("path", "/v1/forecast/{city}/file.", "/catalog/2/path", "ending in a dot"),
+        ("path", "/v1/forecast/{city}%20", "/catalog/2/path", "ending in a dot or a space"),
+        ("path", "/v1/%00/{city}", "/catalog/2/path", "control character"),
+        ("path", "/v1/%252e%252e/{city}", "/catalog/2/path", "doubly percent-encoded"),
+        ("path", "/v1/%C0%AE/{city}", "/catalog/2/path", "not UTF-8"),
+        ("url", 'http://sell"ers.example/weather', "/catalog/2/url", "character no host"),
+        ("url", "http://sellers.example/weather./", "/catalog/2/url", "ending in a dot"),
+        ("url", "http://[::ffff:a00:1/weather", "/catalog/2/url", "IPv6 address"),
+    ],
+)
+def test_a_listing_whose_url_the_policy_cannot_judge_is_refused(
+    field: str, value: str, pointer: str, part: str
+) -> None:
+    with pytest.raises(InvalidCatalog) as refused:
+        parse_catalog_entries(changed(2, **{field: value}))
+    assert refused.value.extensions["pointer"] == pointer
+    assert "'weather_forecast'" in refused.value.detail and part in refused.value.detail
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/forecast/{city}",  # a placeholder is checked as an argument, not as "{city}"
+        "/v1;v=2/forecast/{city}",  # ";parameters" are dropped, as sellers' servers route
+        "/v1/forecast/{city}.json",
+        "/v1/forecast/caf%C3%A9/{city}",
+    ],
+)
+def test_a_path_the_policy_can_judge_is_accepted(path: str) -> None:
+    listings = parse_catalog_entries(changed(2, path=path))
+    assert listings[2].path == path

@@ -23,14 +23,19 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from paysign.catalog.match import template_of
 from paysign.errors import InvalidCatalog
 from paysign.policy.decide import Tier
+from paysign.policy.seller import seller_location
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_NAMES = frozenset({"pay_x402", "search_bazaar"})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_-]+)\}")
 _SOURCE_FIELDS = ("freshnessBand", "uptime", "license", "underlyingSource")
 _INPUT_KINDS = ("path", "query", "header")
+# Stands in for each {placeholder} when a listing's URL is checked: the connector fills it with
+# one percent-encoded argument, so only what the listing spells itself can make it unjudgeable.
+_SAMPLE_ARGUMENT = "x"
 USDC_DECIMALS = Decimal(1_000_000)
 
 
@@ -100,6 +105,28 @@ def _inputs(entry: dict[str, Any], at: str, method: str) -> None:
         raise InvalidCatalog(f"{at}/inputs/body", "is required for a POST listing")
 
 
+def _judgeable(at: str, name: str, url: str, path: str, tier: Tier) -> None:
+    """Refuse a listing whose URL the source policy cannot judge: the connector would refuse
+    every call to it, and the catalog's tier index, built from every listing at start and after
+    each import, would fail to build, failing the start and every signing request with it."""
+    try:
+        seller_location(url)
+    except ValueError as exc:
+        raise InvalidCatalog(
+            f"{at}/url", f"listing {name!r}: the source policy cannot judge {url[:300]!r}: it {exc}"
+        ) from None
+    called = url.rstrip("/") + _PLACEHOLDER.sub(_SAMPLE_ARGUMENT, path)
+    try:
+        seller_location(called)
+        template_of("", url, path, tier)
+    except ValueError as exc:
+        raise InvalidCatalog(
+            f"{at}/path",
+            f"listing {name!r}: the source policy cannot judge {called[:300]!r} (each "
+            f"{{placeholder}} written as {_SAMPLE_ARGUMENT!r}): it {exc}",
+        ) from None
+
+
 def parse_listing(entry: object, index: int) -> Listing:
     """Validate one catalog entry; ``InvalidCatalog`` names the entry and the field."""
     at = f"/catalog/{index}"
@@ -156,6 +183,7 @@ def parse_listing(entry: object, index: int) -> Listing:
         source = _require(entry, "source", dict, at)
         for field in _SOURCE_FIELDS:
             _require(source, field, (str, int, float), f"{at}/source")
+    _judgeable(at, name, url, path, tier)
     return Listing(listing_id.lower(), name, url, path, tier, price_usdc, dict(entry))
 
 
