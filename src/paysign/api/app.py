@@ -44,7 +44,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     if signer is not None:
         runtime.db.on_dispose(signer.close)
     sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes, completion=signer)
-    openapi = openapi_document(settings.resolved_base_url, problem_base)
+    openapi = openapi_document(settings, runtime.registry)
 
     async def openapi_json(request: Request) -> Response:
         return json_response(openapi)

@@ -1,42 +1,318 @@
-"""The OpenAPI 3.1 description of the public API, served at ``/openapi.json``."""
+"""The OpenAPI 3.1 description of the public API, served at ``/openapi.json``.
+
+It is built from the running configuration (addresses, the USDC contracts) and from the
+problem registry (``api.problems``): each operation lists the problem types its errors map
+to, found by walking the error classes it raises (``errors``), so a new refusal added under
+one of them is documented without touching this module.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
+from paysign import errors
+from paysign.api import openapi_schemas as schemas
 from paysign.api.problems import PROBLEM_TYPES
+from paysign.config import Settings
+from paysign.protocol.networks import AssetRegistry
+
+Schema = dict[str, Any]
+
+#: What ``POST /wallets/signatures`` may refuse with, by error class; subclasses count too.
+SIGNING_ERRORS: tuple[type[errors.PaysignError], ...] = (
+    errors.MalformedRequest,
+    errors.RequestTooLarge,
+    errors.UnsupportedMediaType,
+    errors.InvalidPaymentTerms,
+    errors.SandboxNetworkMismatch,
+    errors.PaymentRefused,
+)
+TEST_FUNDS_ERRORS: tuple[type[errors.PaysignError], ...] = (
+    errors.FaucetRateLimited,
+    errors.SandboxChainUnavailable,
+    errors.FaucetTransferPending,
+)
+#: Any request can fail inside paysign; the request-log middleware answers this problem then.
+INTERNAL_ERROR = "internal-error"
+
+_REF = "#/components/"
+_JSON = "application/json"
+_PROBLEM_JSON = "application/problem+json"
 
 
-def _problem(description: str) -> dict[str, Any]:
-    return {
+def problem_slugs(*raised: type[errors.PaysignError]) -> list[str]:
+    """The registered problem types of these error classes and all their subclasses."""
+    slugs: list[str] = []
+    pending = list(raised)
+    while pending:
+        kind = pending.pop(0)
+        pending.extend(kind.__subclasses__())
+        if kind.slug in PROBLEM_TYPES and kind.slug not in (*slugs, INTERNAL_ERROR):
+            slugs.append(kind.slug)
+    return slugs
+
+
+def _header(name: str) -> Schema:
+    return {"$ref": f"{_REF}headers/{name}"}
+
+
+def _response(
+    description: str,
+    media_type: str | None = None,
+    schema: Schema | None = None,
+    headers: dict[str, Schema] | None = None,
+) -> Schema:
+    response: Schema = {
         "description": description,
-        "content": {
-            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        "headers": {"X-Request-Id": _header("X-Request-Id"), **(headers or {})},
+    }
+    if media_type is not None:
+        response["content"] = {media_type: {"schema": schema or {}}}
+    return response
+
+
+def _problems(problem_base: str, slugs: list[str]) -> dict[str, Schema]:
+    """One response per status, its body one of that status's problem types exactly."""
+    by_status: dict[int, list[str]] = {}
+    for slug in [*slugs, INTERNAL_ERROR]:
+        by_status.setdefault(PROBLEM_TYPES[slug].status, []).append(slug)
+    responses = {}
+    for status, group in sorted(by_status.items()):
+        kinds = [PROBLEM_TYPES[slug] for slug in group]
+        variants = [
+            {
+                "properties": {
+                    "type": {"const": f"{problem_base}/{kind.slug}"},
+                    "title": {"const": kind.title},
+                    "status": {"const": kind.status},
+                }
+            }
+            for kind in kinds
+        ]
+        headers = {}
+        if all(kind.slug == "test-funds-rate-limited" for kind in kinds):
+            headers["Retry-After"] = _header("Retry-After")
+        responses[str(status)] = _response(
+            "; ".join(f"{kind.title} ({problem_base}/{kind.slug})" for kind in kinds),
+            _PROBLEM_JSON,
+            {"allOf": [{"$ref": f"{_REF}schemas/Problem"}, {"oneOf": variants}]},
+            headers,
+        )
+    return responses
+
+
+def _unauthorized() -> Schema:
+    return _response(
+        "Missing, invalid, expired or revoked API key (which of them is not said)",
+        _JSON,
+        {"$ref": f"{_REF}schemas/Unauthorized"},
+        {"WWW-Authenticate": _header("WWW-Authenticate")},
+    )
+
+
+def _catalog_operation(summary: str, operation_id: str, schema: str, problem_base: str) -> Schema:
+    cache_headers = {name: _header(name) for name in ("ETag", "Cache-Control", "Vary")}
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "tags": ["catalog"],
+            "description": "No key is needed; a key that is sent must be valid.",
+            "security": [{}, {"apiKey": []}],
+            "parameters": [
+                {
+                    "name": "If-None-Match",
+                    "in": "header",
+                    "required": False,
+                    "description": "ETags of a copy the client holds, or `*`",
+                    "schema": {"type": "string"},
+                }
+            ],
+            "responses": {
+                "200": _response(
+                    "The catalog document",
+                    _JSON,
+                    {"$ref": f"{_REF}schemas/{schema}"},
+                    cache_headers,
+                ),
+                "304": _response("Not modified since the ETag sent", headers=cache_headers),
+                "401": _unauthorized(),
+                **_problems(problem_base, []),
+            },
+        }
+    }
+
+
+def _signing_operation(problem_base: str) -> Schema:
+    return {
+        "post": {
+            "operationId": "signPayment",
+            "summary": "Sign an x402 payment from the caller's wallet",
+            "tags": ["wallet"],
+            "security": [{"apiKey": []}],
+            "parameters": [
+                {
+                    "name": "X-Sandbox-Mode",
+                    "in": "header",
+                    "required": False,
+                    "description": "`true` for a sandbox (testnet) payment, which skips the spend "
+                    "caps; omit it (or send `false`) for a live payment. Any letter case. With "
+                    "mainnet terms `true` is refused (422 `sandbox-network-mismatch`).",
+                    "schema": {
+                        "type": "string",
+                        "pattern": "^(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE])$",
+                    },
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {_JSON: {"schema": {"$ref": f"{_REF}schemas/SignatureRequest"}}},
+            },
+            "responses": {
+                "200": _response(
+                    "Signed; the signature is recorded before it is returned",
+                    _JSON,
+                    {"$ref": f"{_REF}schemas/SignatureResult"},
+                ),
+                "401": _unauthorized(),
+                **_problems(problem_base, problem_slugs(*SIGNING_ERRORS)),
+            },
+        }
+    }
+
+
+def _test_funds_operation(problem_base: str) -> Schema:
+    return {
+        "post": {
+            "operationId": "requestTestFunds",
+            "summary": "Send test USDC on the sandbox network to the caller's wallet",
+            "description": "Once per account per rolling 24 hours; takes no body.",
+            "tags": ["wallet"],
+            "security": [{"apiKey": []}],
+            "responses": {
+                "200": _response(
+                    "Transferred and mined", _JSON, {"$ref": f"{_REF}schemas/TestFundsResult"}
+                ),
+                "401": _unauthorized(),
+                **_problems(problem_base, problem_slugs(*TEST_FUNDS_ERRORS)),
+            },
+        }
+    }
+
+
+def _status_operation(problem_base: str, summary: str, operation_id: str, *statuses: int) -> Schema:
+    status_schema = {"$ref": f"{_REF}schemas/Status"}
+    responses = {
+        str(status): _response("ok" if status == 200 else "unavailable", _JSON, status_schema)
+        for status in statuses
+    }
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "tags": ["operations"],
+            "responses": {**responses, **_problems(problem_base, [])},
+        }
+    }
+
+
+def _components(registry: AssetRegistry) -> Schema:
+    def header(description: str, schema: Schema) -> Schema:
+        return {"description": description, "required": True, "schema": schema}
+
+    return {
+        "securitySchemes": {
+            "apiKey": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key (`psk_…`) created in the portal",
+            }
+        },
+        "headers": {
+            "X-Request-Id": header(
+                "Names the request in paysign's log",
+                {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+            ),
+            "WWW-Authenticate": header(
+                "The credential scheme", {"type": "string", "const": "Bearer"}
+            ),
+            "Retry-After": header(
+                "Seconds until the next grant is possible", {"type": "integer", "minimum": 1}
+            ),
+            "ETag": header(
+                "Changes whenever the document does", {"type": "string", "pattern": '^"[0-9a-f]+"$'}
+            ),
+            "Cache-Control": header("", {"type": "string", "const": "public, max-age=30"}),
+            "Vary": header("", {"type": "string", "const": "Authorization"}),
+        },
+        "schemas": {
+            "Problem": schemas.PROBLEM,
+            "Unauthorized": schemas.UNAUTHORIZED,
+            "Status": schemas.STATUS,
+            "SignatureRequest": schemas.signature_request_schema(registry),
+            "SignatureResult": schemas.SIGNATURE_RESULT,
+            "TestFundsResult": schemas.TEST_FUNDS_RESULT,
+            "Catalog": schemas.catalog_document_schema(["PREMIUM", "STANDARD"]),
+            "FullCatalog": schemas.catalog_document_schema(
+                ["PREMIUM", "STANDARD", "OPEN_ECOSYSTEM"]
+            ),
         },
     }
 
 
-def openapi_document(base_url: str, problem_base: str) -> dict[str, Any]:
-    accepts_entry = {
-        "type": "object",
-        "required": ["scheme", "network", "asset", "payTo", "maxTimeoutSeconds", "extra"],
-        "properties": {
-            "scheme": {"type": "string", "enum": ["exact"]},
-            "network": {
-                "type": "string",
-                "enum": ["eip155:8453", "eip155:84532", "base", "base-sepolia"],
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def openapi_document(settings: Settings, registry: AssetRegistry) -> dict[str, Any]:
+    base_url = settings.resolved_base_url
+    problem_base = settings.resolved_problem_base
+    catalog_url = settings.resolved_catalog_url
+    catalog_file = settings.resolved_catalog_file_url
+    catalog = _catalog_operation(
+        "The catalog: Premium and Standard listings", "getCatalog", "Catalog", problem_base
+    )
+    if catalog_url != base_url:
+        catalog = {"servers": [{"url": catalog_url}], **catalog}
+    full = _catalog_operation(
+        "The full catalog file: every tier, Open Ecosystem too",
+        "getFullCatalog",
+        "FullCatalog",
+        problem_base,
+    )
+    if _origin(catalog_file) != _origin(base_url):
+        full = {"servers": [{"url": _origin(catalog_file)}], **full}
+    problem_page = {
+        "get": {
+            "operationId": "getProblemType",
+            "summary": "What a problem type means and what to do about it",
+            "tags": ["operations"],
+            "parameters": [
+                {
+                    "name": "slug",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "enum": sorted(PROBLEM_TYPES)},
+                }
+            ],
+            "responses": {
+                "200": _response("The page", "text/html", {"type": "string"}),
+                **_problems(problem_base, ["not-found"]),
             },
-            "amount": {"type": "string", "pattern": "^[0-9]+$", "description": "USDC base units"},
-            "maxAmountRequired": {"type": "string", "description": "x402 v1 name of amount"},
-            "asset": {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$"},
-            "payTo": {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$"},
-            "maxTimeoutSeconds": {"type": "integer", "minimum": 1},
-            "extra": {
-                "type": "object",
-                "required": ["name", "version"],
-                "properties": {"name": {"type": "string"}, "version": {"type": "string"}},
+        }
+    }
+    openapi_json = {
+        "get": {
+            "operationId": "getOpenApi",
+            "summary": "This document",
+            "tags": ["operations"],
+            "responses": {
+                "200": _response("OpenAPI 3.1", _JSON, {"type": "object"}),
+                **_problems(problem_base, []),
             },
-        },
+        }
     }
     return {
         "openapi": "3.1.0",
@@ -44,99 +320,32 @@ def openapi_document(base_url: str, problem_base: str) -> dict[str, Any]:
             "title": "paysign",
             "version": "1",
             "description": "Custodial x402 payment signing (USDC on Base) for AI agents. "
-            f"Problem types are documented at {problem_base}/<slug>.",
+            f"Every error but 401 is an RFC 9457 problem whose `type` ({problem_base}/<slug>) "
+            "is a page saying what happened and what to do; an unknown path answers 404 "
+            "`not-found` and a method an address does not take 405 `method-not-allowed`. "
+            "Not described here: the web portal (account, API key, source policy, approvals) "
+            f"at {_origin(base_url)}/portal, the OAuth authorization server at "
+            f"{settings.resolved_auth_url}, and the MCP connector at {settings.resolved_mcp_url} "
+            "with its RFC 9728 metadata under /.well-known/oauth-protected-resource.",
         },
         "servers": [{"url": base_url}],
-        "components": {
-            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Problem": {
-                    "type": "object",
-                    "required": ["type", "title", "status", "detail"],
-                    "properties": {
-                        "type": {"type": "string", "format": "uri"},
-                        "title": {"type": "string"},
-                        "status": {"type": "integer"},
-                        "detail": {"type": "string"},
-                        "pointer": {"type": "string", "description": "JSON pointer to the field"},
-                    },
-                },
-                "SignatureRequest": {
-                    "type": "object",
-                    "required": ["sellerUrl", "paymentRequired"],
-                    "properties": {
-                        "sellerUrl": {"type": "string", "format": "uri"},
-                        "paymentRequired": {
-                            "type": "object",
-                            "required": ["x402Version", "accepts"],
-                            "properties": {
-                                "x402Version": {"type": "integer", "enum": [1, 2]},
-                                "resource": {"type": "object"},
-                                "accepts": {"type": "array", "minItems": 1, "items": accepts_entry},
-                                "extensions": {"type": "object"},
-                            },
-                        },
-                    },
-                },
-                "SignatureResult": {
-                    "type": "object",
-                    "required": ["paymentSignatureHeader", "validAfter", "validBefore", "nonce"],
-                    "properties": {
-                        "paymentSignatureHeader": {"type": "string"},
-                        "validAfter": {"type": "integer", "const": 0},
-                        "validBefore": {"type": "integer"},
-                        "nonce": {"type": "string", "pattern": "^0x[0-9a-f]{64}$"},
-                    },
-                },
-            },
-        },
+        "components": _components(registry),
         "paths": {
-            "/wallets/signatures": {
-                "post": {
-                    "summary": "Sign an x402 payment from the caller's wallet",
-                    "security": [{"apiKey": []}],
-                    "parameters": [
-                        {
-                            "name": "X-Sandbox-Mode",
-                            "in": "header",
-                            "required": False,
-                            "schema": {"type": "string", "enum": ["true"]},
-                        }
-                    ],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {"$ref": "#/components/schemas/SignatureRequest"}
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": {
-                            "description": "Signed",
-                            "content": {
-                                "application/json": {
-                                    "schema": {"$ref": "#/components/schemas/SignatureResult"}
-                                }
-                            },
-                        },
-                        "401": {"description": 'Unauthorized: {"message":"Unauthorized"}'},
-                        **{
-                            str(p.status): _problem(p.title)
-                            for p in PROBLEM_TYPES.values()
-                            if p.status not in (404, 405, 500)
-                        },
-                    },
-                }
-            },
-            "/healthz": {
-                "get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}
-            },
-            "/readyz": {
-                "get": {
-                    "summary": "Readiness (database)",
-                    "responses": {"200": {"description": "ok"}},
-                }
-            },
+            "/wallets/signatures": _signing_operation(problem_base),
+            "/wallets/testnet/funds": _test_funds_operation(problem_base),
+            "/catalog": catalog,
+            "/buyers/catalog": _catalog_operation(
+                "The catalog (the same document as /catalog)",
+                "getBuyersCatalog",
+                "Catalog",
+                problem_base,
+            ),
+            urlsplit(catalog_file).path: full,
+            "/problems/{slug}": problem_page,
+            "/healthz": _status_operation(problem_base, "Liveness", "getHealth", 200),
+            "/readyz": _status_operation(
+                problem_base, "Readiness: the database answers", "getReady", 200, 503
+            ),
+            "/openapi.json": openapi_json,
         },
     }

@@ -54,6 +54,10 @@ _IDNA_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
 # separator, a dot, a parameter mark, another escape or a control byte.
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
 _ESCAPED_TWICE = re.compile(rb"%(?:2[ef]|5c|3b|25|[01][0-9a-f]|7f)", re.IGNORECASE)
+#: The longest canonical host (port included) and path the ledger records. Escaping can make a
+#: path three to twelve times its spelling, so a URL within its own limit may still pass them.
+MAX_HOST_LENGTH = 255
+MAX_PATH_LENGTH = 2048
 
 
 def split_host_port(host: str) -> tuple[str, str]:
@@ -85,7 +89,14 @@ def seller_location(url: str) -> SellerLocation:
     value) depends on the string alone. Errors are not cached.
     """
     parts = _split(url)
-    return SellerLocation(_host(parts), normalise_path(parts.path))
+    location = SellerLocation(_host(parts), normalise_path(parts.path))
+    if len(location.host) > MAX_HOST_LENGTH:
+        raise ValueError(f"has a host longer than {MAX_HOST_LENGTH} characters with its port")
+    if len(location.path) > MAX_PATH_LENGTH:
+        raise ValueError(
+            f"has a path longer than {MAX_PATH_LENGTH} characters once percent-encoded"
+        )
+    return location
 
 
 @lru_cache(maxsize=4096)
