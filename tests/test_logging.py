@@ -6,6 +6,8 @@ import asyncio
 import io
 import logging
 import re
+import subprocess
+import sys
 
 import orjson
 
@@ -59,3 +61,22 @@ def test_the_process_log_is_silent_until_configured() -> None:
     log.configure(logging.INFO, stream)
     log.record(request_id="after", status=200)
     assert [orjson.loads(x)["request_id"] for x in stream.getvalue().splitlines()] == ["after"]
+
+
+def test_an_embedded_app_logs_errors_without_the_frames_locals() -> None:
+    # A fresh interpreter: structlog as a program that embeds the app finds it, unconfigured.
+    program = (
+        "import structlog, paysign.api.app\n"
+        "def handler(authorization):\n"
+        "    raise ValueError('boom')\n"
+        "try:\n"
+        "    handler('Bearer psk_' + 'L' * 43)\n"
+        "except ValueError:\n"
+        "    structlog.get_logger('paysign.http').exception('unhandled_error')\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    line = orjson.loads(ran.stderr.strip().splitlines()[-1])
+    assert line["event"] == "unhandled_error" and "ValueError: boom" in line["exception"]
+    assert "psk_" not in ran.stderr and "L" * 43 not in ran.stderr

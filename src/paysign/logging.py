@@ -77,20 +77,45 @@ class RequestLog:
 REQUEST_LOG = RequestLog(level=logging.WARNING)
 
 
+#: Exceptions are rendered as plain tracebacks: never with the frames' local variables, which
+#: hold request headers (an API key), bodies and decrypted keys.
+_PROCESSORS: list[Any] = [
+    structlog.processors.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    structlog.processors.format_exc_info,
+    structlog.processors.JSONRenderer(serializer=orjson.dumps),
+]
+
+
 def configure_logging(level: str = "info") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
     REQUEST_LOG.flush()
     REQUEST_LOG.configure(numeric, sys.stderr.buffer)
+    _configure_structlog(numeric)
+
+
+def _configure_structlog(level: int) -> None:
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=orjson.dumps),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        processors=_PROCESSORS,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.BytesLoggerFactory(file=sys.stderr.buffer),
         cache_logger_on_first_use=True,
+    )
+
+
+def _stderr_as_it_is_now(*_args: Any) -> structlog.PrintLogger:
+    # Looked up at each event: whoever embeds the app (a test runner) may swap sys.stderr.
+    return structlog.PrintLogger(sys.stderr)
+
+
+# An app embedded in another program (or a test) that never calls configure_logging would log
+# through structlog's development defaults, whose rich tracebacks print every frame's locals.
+if not structlog.is_configured():
+    structlog.configure(
+        processors=[*_PROCESSORS[:-1], structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=_stderr_as_it_is_now,
+        cache_logger_on_first_use=False,
     )
