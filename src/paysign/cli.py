@@ -29,7 +29,7 @@ from typing import Any, Literal
 import click
 import orjson
 
-from paysign.background import freeze_startup_heap, space_young_collections, start_reconciler
+from paysign.background import start_reconciler
 from paysign.bootstrap import Runtime, build_runtime, prepare_data_dir
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
@@ -40,6 +40,7 @@ from paysign.datadir import DataDirExposed
 from paysign.demo.cli import demo
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
+from paysign.server_start import tune_gc_for_serving
 from paysign.services import accounts, activity, keys, policy
 from paysign.services.catalog import import_catalog, seed_demo_catalog
 from paysign.services.reconcile import reconcile
@@ -114,8 +115,7 @@ def serve(host: str | None, port: int | None) -> None:
             f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
             err=True,
         )
-        freeze_startup_heap()
-        space_young_collections()
+        tune_gc_for_serving()
         uvicorn.run(
             app,
             host=settings.host,
