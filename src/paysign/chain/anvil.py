@@ -38,7 +38,9 @@ class AnvilNotFound(DevchainError):
 def find_anvil() -> Path:
     """``$PAYSIGN_ANVIL_BIN``, else the project's ``node_modules`` (``make install``), else PATH.
 
-    The platform package's binary is preferred over ``node_modules/.bin/anvil`` (a Node
+    ``@foundry-rs/anvil`` brings the binary as whichever of its per-platform optional packages
+    (``@foundry-rs/anvil-linux-amd64``, ``-darwin-arm64`` …) npm chose for this machine, hoisted
+    or nested under it. That binary is preferred over ``node_modules/.bin/anvil`` (a Node
     wrapper): signals then reach anvil itself.
     """
     explicit = os.environ.get(ANVIL_ENV)
@@ -50,7 +52,11 @@ def find_anvil() -> Path:
     roots = [Path(__file__).resolve().parents[3], Path.cwd()]
     for root in dict.fromkeys(roots):
         modules = root / "node_modules"
-        for candidate in sorted(modules.glob("@foundry-rs/anvil-*/bin/anvil")):
+        binaries = [
+            *sorted(modules.glob("@foundry-rs/anvil-*/bin/anvil")),
+            *sorted(modules.glob("@foundry-rs/anvil/node_modules/@foundry-rs/anvil-*/bin/anvil")),
+        ]
+        for candidate in binaries:
             if os.access(candidate, os.X_OK):
                 return candidate
         wrapper = modules / ".bin" / "anvil"
@@ -60,9 +66,9 @@ def find_anvil() -> Path:
     if on_path:
         return Path(on_path)
     raise AnvilNotFound(
-        "anvil was not found: run `make install` (npm ci installs @foundry-rs/anvil-linux-amd64 "
-        f"into node_modules), or set {ANVIL_ENV}, or set PAYSIGN_TESTNET_RPC_URL to use another "
-        "chain"
+        "anvil was not found: run `make install` (npm ci installs @foundry-rs/anvil and this "
+        f"platform's binary into node_modules), or set {ANVIL_ENV}, or set "
+        "PAYSIGN_TESTNET_RPC_URL to use another chain"
     )
 
 
