@@ -6,7 +6,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install serve test lint typecheck bench lock clean contracts-check
 
-# --- node tools (anvil: the dev chain; solc: contracts/) pinned by package-lock.json ---
+# Node tools, pinned by package-lock.json: anvil (the dev chain `serve` starts) and solc
+# (contracts/). No package runs install scripts: npm installs anvil's binary as the optional
+# dependency matching this machine, so @foundry-rs/anvil's postinstall (a fallback download)
+# has nothing to do.
 NPM_STAMP := node_modules/.installed
 
 install: $(STAMP) $(NPM_STAMP)
@@ -18,7 +21,6 @@ $(NPM_STAMP): package.json package-lock.json
 # Recompile contracts/ with the pinned solc; fails if the committed artifact differs.
 contracts-check: install
 	node scripts/compile-contracts --check
-# --- end node tools ---
 
 $(STAMP): pyproject.toml requirements.lock requirements-build.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

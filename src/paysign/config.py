@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     #: points its listings there.
     demo_sellers_url: str = "http://127.0.0.1:8403"
 
-    # --- connector (MCP) and Bazaar: issue 6 ---
+    # The connector (MCP) and the Bazaar.
     #: Let the connector call sellers on private, loopback and link-local addresses (tests and
     #: ``paysign demo`` set it; never in production).
     connector_allow_private: bool = False
@@ -90,8 +90,8 @@ class Settings(BaseSettings):
     connector_allowed_origins: str = ""
     #: The x402 Bazaar discovery index (``/discovery/search``, ``/discovery/resources``).
     bazaar_url: str = "https://api.cdp.coinbase.com/platform/v2/x402"
-    # --- end connector ---
-    # --- oauth (issue 6 item 4): the authorization server at auth_url ---
+
+    # The OAuth authorization server at auth_url.
     #: Lifetimes in seconds. Codes live at most 60 s; access tokens are short-lived and
     #: refreshed with rotating refresh tokens.
     oauth_code_ttl_seconds: int = Field(default=60, ge=1, le=60)
@@ -103,15 +103,14 @@ class Settings(BaseSettings):
     oauth_max_failures_per_account: int = 5
     oauth_max_failures_per_address: int = 20
     oauth_failure_window_seconds: int = 900
-    # --- end oauth ---
-    # --- portal (issue 7): the web portal at {base_url}/portal ---
+
+    # The web portal at {base_url}/portal.
     #: A session ends after this long without a request (idle) and this long after sign-in
     #: (absolute). Failed sign-ins share the oauth_* limits above: one budget per account.
     portal_session_idle_seconds: int = Field(default=30 * 60, ge=60)
     portal_session_absolute_seconds: int = Field(default=12 * 3600, ge=300)
     #: Accounts that one client address may ask for in one oauth_failure_window_seconds.
     portal_max_sign_ups_per_address: int = Field(default=10, ge=1)
-    # --- end portal ---
 
     #: Sign concurrent payments in a child process (``custody.signer_process``), beside the
     #: event loop's core; false signs every payment on the event loop.

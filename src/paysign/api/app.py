@@ -23,11 +23,11 @@ from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
-from paysign.connector.auth import ApiKeyResolver, ChainedResolver  # oauth (issue 6 item 4)
+from paysign.connector.auth import ApiKeyResolver, ChainedResolver
 from paysign.custody.signer_process import SignerProcess
 from paysign.oauth.connector import OAuthResolver
-from paysign.oauth.routes import create_oauth_routes  # oauth (issue 6 item 4)
-from paysign.portal import create_portal  # portal (issue 7)
+from paysign.oauth.routes import create_oauth_routes
+from paysign.portal import create_portal
 from paysign.services.catalog import Catalog
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
@@ -60,13 +60,11 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             )
         return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
 
-    # --- connector (issue 6): MCP at the path of {mcp_url}, RFC 9728 metadata ---
-    # --- oauth (issue 6 item 4): the authorization server at {auth_url}; its access tokens
-    # are accepted by the connector after API keys ---
+    # The connector (MCP at the path of {mcp_url}) accepts API keys, then the access tokens of
+    # the authorization server at {auth_url}; its RFC 9728 metadata names that server.
     oauth_routes, oauth_service = create_oauth_routes(runtime)
     resolver = ChainedResolver(ApiKeyResolver(deps), OAuthResolver(oauth_service))
     connector = Connector(settings, deps, catalog, resolver=resolver)
-    # --- end oauth ---
     resource_metadata = protected_resource_metadata(
         settings.resolved_mcp_url, settings.resolved_auth_url
     )
@@ -81,12 +79,11 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             for path in metadata_paths(settings.resolved_mcp_url)
         ),
     ]
-    # --- end connector ---
 
     routes = [
         *connector_routes,
-        *oauth_routes,  # oauth (issue 6 item 4)
-        *create_portal(runtime),  # portal (issue 7): the web portal at /portal
+        *oauth_routes,
+        *create_portal(runtime),
         Route("/wallets/signatures", sign, methods=["POST"]),
         Route(
             "/wallets/testnet/funds",
@@ -108,7 +105,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     # methods); it keeps the request id, the log event and the 500 guard.
     app.add_direct_route("POST", "/wallets/signatures", RequestLogMiddleware(sign, problem_base))
     app.state.catalog = catalog
-    app.state.connector = connector  # issue 6
+    app.state.connector = connector
     app.state.signer_process = signer
     app.add_middleware(RequestLogMiddleware, problem_base=problem_base)
     return app

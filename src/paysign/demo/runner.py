@@ -210,7 +210,7 @@ def _start_serve(host: str | None, port: int | None) -> subprocess.Popen[bytes]:
     if port is not None:
         args += ["--port", str(port)]
     parent = os.getpid()
-    # The demo sellers are on 127.0.0.1: let the connector (MCP) call them (issue 6).
+    # The demo sellers are on 127.0.0.1: let the connector (MCP) call them.
     env = {"PAYSIGN_CONNECTOR_ALLOW_PRIVATE": "1", **os.environ}
     return subprocess.Popen(  # noqa: S603 -- our own interpreter and command
         args,

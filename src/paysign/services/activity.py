@@ -32,7 +32,7 @@ CSV_COLUMNS = (
     "reason",
     "rule",
     "detail",
-    "pay_to",  # last: the columns before it kept their places when it was added
+    "pay_to",  # last, so that exports read by column position keep working
 )
 
 

@@ -209,7 +209,7 @@ test_fund_grants = sa.Table(
 )
 sa.Index("ix_test_fund_grants_account", test_fund_grants.c.account_id, test_fund_grants.c.id)
 
-# --- oauth (issue 6 item 4): the authorization server for the connector ---------------------
+# --- oauth: the authorization server for the connector --------------------------------------
 
 # Clients registered with RFC 7591 dynamic registration; ``metadata`` is the registered
 # client information as JSON (the client secret included: it is compared in constant time by
@@ -296,9 +296,8 @@ oauth_sign_in_failures = sa.Table(
     sa.Column("window_start", sa.BigInteger, nullable=False),
     sa.Column("failures", sa.Integer, nullable=False),
 )
-# --- end oauth ---
 
-# --- portal (issue 7): the web portal's sessions -------------------------------------------
+# --- portal: the web portal's sessions ------------------------------------------------------
 
 # A browser session. ``id_hash`` is the SHA-256 of the random id in the cookie; ``account_id``
 # is ``None`` before sign-in (the session then only carries the CSRF token of the sign-in and
@@ -315,4 +314,3 @@ portal_sessions = sa.Table(
 )
 sa.Index("ix_portal_sessions_account_id", portal_sessions.c.account_id)
 sa.Index("ix_portal_sessions_expires_at", portal_sessions.c.expires_at)
-# --- end portal ---
