@@ -19,9 +19,9 @@ from conftest import REGISTRY, signature_body
 from paysign import errors
 from paysign.api import openapi_schemas
 from paysign.api.openapi import openapi_document
-from paysign.api.problems import PROBLEM_TYPES, ProblemType
 from paysign.bootstrap import asset_registry
 from paysign.config import Settings
+from paysign.http.problems import PROBLEM_TYPES, ProblemType
 from paysign.policy.seller import seller_location
 from paysign.protocol import parse_signature_request
 from paysign.protocol.terms import MAX_AMOUNT

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from paysign.api.problems import error_response
 from paysign.errors import InvalidPolicy
+from paysign.http.problems import error_response
 from paysign.policy.caps import day_window
 from paysign.policy.decide import PolicySettings, Tier, decide
 from paysign.policy.document import parse_policy_document, render_policy_document

@@ -17,7 +17,6 @@ from paysign.api.faucet import make_faucet_endpoint
 from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
-from paysign.api.problems import problem_response
 from paysign.api.redirects import redirect_slashes_relatively
 from paysign.api.signatures import SignatureEndpoint
 from paysign.bootstrap import Runtime
@@ -25,6 +24,7 @@ from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver
 from paysign.custody.signer_process import SignerProcess
+from paysign.http.problems import problem_response
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes
 from paysign.portal import create_portal

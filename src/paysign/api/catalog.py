@@ -10,8 +10,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from paysign.api.signatures import UNAUTHORIZED_BODY, call_store
 from paysign.errors import NotAuthenticated
+from paysign.http.credentials import call_store, unauthorized_response
 from paysign.services.catalog import Catalog, RenderedDocument
 from paysign.services.keys import bearer_token
 from paysign.services.signing import SigningDeps, authenticate
@@ -38,22 +38,14 @@ def make_catalog_endpoints(catalog: Catalog, deps: SigningDeps) -> tuple[Any, An
             return False
         return True
 
-    def unauthorized() -> Response:
-        return Response(
-            UNAUTHORIZED_BODY,
-            status_code=401,
-            media_type="application/json",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
     async def public(request: Request) -> Response:
         if not await credential_ok(request):
-            return unauthorized()
+            return unauthorized_response()
         return _document_response(request, catalog.current().public)
 
     async def full(request: Request) -> Response:
         if not await credential_ok(request):
-            return unauthorized()
+            return unauthorized_response()
         return _document_response(request, catalog.current().full)
 
     return public, full

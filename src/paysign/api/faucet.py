@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from paysign.api.problems import problem_body
-from paysign.api.signatures import UNAUTHORIZED_BODY, call_store
 from paysign.bootstrap import Runtime
 from paysign.errors import FaucetRateLimited, NotAuthenticated, PaysignError
+from paysign.http.credentials import call_store, unauthorized_response
+from paysign.http.problems import error_response
 from paysign.services.faucet import request_test_funds
 from paysign.services.keys import bearer_token
 from paysign.services.signing import SigningDeps, authenticate
@@ -33,20 +33,12 @@ def make_faucet_endpoint(runtime: Runtime, deps: SigningDeps, problem_base: str)
                 amount=runtime.settings.test_funds_amount,
             )
         except NotAuthenticated:
-            return Response(
-                UNAUTHORIZED_BODY,
-                status_code=401,
-                media_type="application/json",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            return unauthorized_response()
         except PaysignError as exc:
-            status, body = problem_body(problem_base, exc)
             headers = {}
             if isinstance(exc, FaucetRateLimited):
                 headers["Retry-After"] = str(exc.retry_after)
-            return Response(
-                body, status_code=status, media_type="application/problem+json", headers=headers
-            )
+            return error_response(problem_base, exc, headers=headers)
         payload = {
             "transactionHash": grant.transaction_hash,
             "network": grant.network,

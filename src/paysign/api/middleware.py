@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from paysign.api.problems import problem_response
+from paysign.http.problems import problem_response
 from paysign.logging import REQUEST_LOG
 
 log = structlog.get_logger("paysign.http")

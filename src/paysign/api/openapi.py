@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 description of the public API, served at ``/openapi.json``.
 
 It is built from the running configuration (addresses, the USDC contracts) and from the
-problem registry (``api.problems``): each operation lists the problem types its errors map
+problem registry (``http.problems``): each operation lists the problem types its errors map
 to, found by walking the error classes it raises (``errors``), so a new refusal added under
 one of them is documented without touching this module.
 """
@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 from paysign import errors
 from paysign.api import openapi_schemas as schemas
-from paysign.api.problems import PROBLEM_TYPES
 from paysign.config import Settings
+from paysign.http.problems import PROBLEM_TYPES
 from paysign.protocol.networks import AssetRegistry
 
 Schema = dict[str, Any]

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from paysign.api.problems import PROBLEM_TYPES, problem_response
+from paysign.http.problems import PROBLEM_TYPES, problem_response
 from paysign.store.database import Database
 
 

@@ -9,16 +9,11 @@ speed; under load the signature is made beside the loop (``custody.signer_proces
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from paysign.api.problems import problem_body
 from paysign.errors import (
     MalformedRequest,
     NotAuthenticated,
@@ -26,6 +21,8 @@ from paysign.errors import (
     RequestTooLarge,
     UnsupportedMediaType,
 )
+from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
+from paysign.http.problems import problem_body
 from paysign.protocol import SignedPayment
 from paysign.services.keys import bearer_token, looks_like_api_key
 from paysign.services.signing import (
@@ -38,22 +35,8 @@ from paysign.services.signing import (
 )
 from paysign.store.group_commit import Completion, GroupCommitter
 
-T = TypeVar("T")
-
-UNAUTHORIZED_BODY = b'{"message":"Unauthorized"}'
 _JSON = b"application/json"
 _PROBLEM_JSON = b"application/problem+json"
-
-
-async def call_store(deps: SigningDeps, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a use case that talks to the signing store: on the loop for in-process SQLite
-    (microseconds, cheaper than a thread hop), on the store's own threads otherwise."""
-    if deps.store.inline:
-        return function(*args, **kwargs)
-    if deps.store.executor is None:
-        return await run_in_threadpool(function, *args, **kwargs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(deps.store.executor, partial(function, *args, **kwargs))
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

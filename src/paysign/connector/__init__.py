@@ -5,11 +5,11 @@ from paysign.connector.auth import (
     ApiKeyResolver,
     ChainedResolver,
     CredentialResolver,
-    Principal,
     metadata_paths,
     protected_resource_metadata,
 )
 from paysign.connector.server import Connector
+from paysign.http.credentials import Principal
 
 __all__ = [
     "ApiKeyResolver",

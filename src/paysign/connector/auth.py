@@ -26,13 +26,12 @@ A token neither accepts gets the same 401 as any invalid credential.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from paysign.api.signatures import call_store
 from paysign.errors import NotAuthenticated
-from paysign.services.signing import HolderLoader, SigningDeps, authenticate, by_api_key
+from paysign.http.credentials import Principal, call_store
+from paysign.services.signing import SigningDeps, authenticate, by_api_key
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -68,17 +67,6 @@ def protected_resource_metadata(mcp_url: str, auth_url: str) -> dict[str, Any]:
         "bearer_methods_supported": ["header"],
         "resource_name": "paysign connector",
     }
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """The account a connector request acts for."""
-
-    account_id: int | str
-    kind: str  # "api_key" or "oauth" (issue 6 item 4)
-    client_id: str  # binds MCP sessions to the credential that opened them
-    #: How the signing use case finds who pays: by the API key, or by the signed-in account.
-    payer: HolderLoader
 
 
 class CredentialResolver(Protocol):

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from paysign.api.signatures import call_store
 from paysign.client.errors import InvalidPaymentRequired, NoAcceptableOption
 from paysign.client.wire import (
     ChosenOption,
@@ -25,6 +24,7 @@ from paysign.client.wire import (
 )
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.errors import NotAuthenticated, PaysignError
+from paysign.http.credentials import call_store
 from paysign.policy.seller import seller_location
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
 from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for

@@ -40,15 +40,8 @@ from mcp.shared.subscriptions import ToolsListChanged
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
-from paysign.api.signatures import UNAUTHORIZED_BODY
 from paysign.config import Settings
-from paysign.connector.auth import (
-    ApiKeyResolver,
-    CredentialResolver,
-    Principal,
-    challenge,
-    scope_of,
-)
+from paysign.connector.auth import ApiKeyResolver, CredentialResolver, challenge, scope_of
 from paysign.connector.bazaar import search_bazaar
 from paysign.connector.outbound import Outbound, OutboundLimits, OutboundRefused
 from paysign.connector.payment import ToolFailure, pay
@@ -63,6 +56,7 @@ from paysign.connector.tools import (
     pay_x402_call,
     usdc_amount,
 )
+from paysign.http.credentials import UNAUTHORIZED_BODY, Principal
 from paysign.policy.seller import seller_location
 from paysign.services.catalog import Catalog, CatalogSnapshot
 from paysign.services.keys import bearer_token

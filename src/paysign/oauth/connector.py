@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 
-from paysign.connector.auth import Principal
+from paysign.http.credentials import Principal
 from paysign.oauth.service import AuthorizationService
 from paysign.services.signing import by_account
 

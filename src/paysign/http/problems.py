@@ -1,7 +1,7 @@
 """Problem types (RFC 9457): the status each domain error maps to, and the page explaining it.
 
-Every type URL ``{problem_base}/<slug>`` serves the page below, so an agent (or its human) can
-follow the link in an error to learn what happened and what to do next.
+Every type URL ``{problem_base}/<slug>`` serves a page made from its entry here, so an agent
+(or its human) can follow the link in an error to learn what happened and what to do next.
 """
 
 from __future__ import annotations
@@ -235,6 +235,10 @@ def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, by
     return kind.status, orjson.dumps(body)
 
 
-def error_response(problem_base: str, error: errors.PaysignError) -> Response:
+def error_response(
+    problem_base: str, error: errors.PaysignError, *, headers: dict[str, str] | None = None
+) -> Response:
     status, body = problem_body(problem_base, error)
-    return Response(body, status_code=status, media_type="application/problem+json")
+    return Response(
+        body, status_code=status, media_type="application/problem+json", headers=headers
+    )

@@ -1,0 +1,96 @@
+"""The entry points (``api``, ``portal``, ``oauth``, ``connector``) do not import each other
+(DESIGN 2): what two of them share lives in ``paysign.http``, which imports none of them.
+
+Read with :mod:`ast`, nothing is imported; imports inside functions count too (a deferred
+import is still a dependency), and so do relative ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "paysign"
+ENTRY_POINTS = ("api", "portal", "oauth", "connector")
+SHARED = "http"
+
+# Wiring, not an entry point: ``create_app`` builds the one ASGI app and mounts every entry
+# point on it. It stays at ``paysign.api.app`` because ``paysign serve``, the benchmarks and
+# the tests import it from there.
+WIRING = {"paysign.api.app"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(name: str, source: str, *, is_package: bool = False) -> set[str]:
+    # The package a relative import is resolved against: the module's own for __init__.py.
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            # ``from paysign import api`` names the package in the alias, not the module.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_of(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[0] == "paysign":
+        return parts[1]
+    return None
+
+
+def offending_imports(own: str, forbidden: set[str]) -> list[str]:
+    offences = []
+    for path in sorted((PACKAGE / own).rglob("*.py")):
+        name = module_name(path)
+        if name in WIRING:
+            continue
+        source = path.read_text(encoding="utf-8")
+        imported = imported_modules(name, source, is_package=path.name == "__init__.py")
+        for target in sorted(imported):
+            if package_of(target) in forbidden:
+                offences.append(f"{name} imports {target}")
+    return offences
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS)
+def test_an_entry_point_imports_no_other(entry_point: str) -> None:
+    others = set(ENTRY_POINTS) - {entry_point}
+    assert offending_imports(entry_point, others) == []
+
+
+def test_the_shared_plumbing_imports_no_entry_point() -> None:
+    assert offending_imports(SHARED, set(ENTRY_POINTS)) == []
+
+
+def test_the_check_sees_every_kind_of_import() -> None:
+    source = (
+        "import paysign.api.pages\n"
+        "from paysign import oauth\n"
+        "from ..connector.auth import challenge\n"
+        "def later():\n"
+        "    from paysign.api import signatures\n"
+    )
+    found = {package_of(target) for target in imported_modules("paysign.portal.example", source)}
+    assert found >= {"api", "oauth", "connector"}
+
+
+def test_the_wiring_exists() -> None:
+    # An allow-list entry for a module that moved would silently allow nothing.
+    for name in WIRING:
+        assert (PACKAGE.parent / (name.replace(".", "/") + ".py")).is_file(), name
