@@ -27,6 +27,7 @@ from paysign.catalog.match import template_of
 from paysign.errors import InvalidCatalog
 from paysign.policy.decide import Tier
 from paysign.policy.seller import seller_location
+from paysign.protocol.usdc import base_units_of
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RESERVED_NAMES = frozenset({"pay_x402", "search_bazaar"})
@@ -36,7 +37,6 @@ _INPUT_KINDS = ("path", "query", "header")
 # Stands in for each {placeholder} when a listing's URL is checked: the connector fills it with
 # one percent-encoded argument, so only what the listing spells itself can make it unjudgeable.
 _SAMPLE_ARGUMENT = "x"
-USDC_DECIMALS = Decimal(1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ class Listing:
 
     @property
     def price_base_units(self) -> int:
-        return int(self.price_usdc * USDC_DECIMALS)
+        return base_units_of(self.price_usdc)
 
     @property
     def sandbox_available(self) -> bool:
@@ -157,8 +157,10 @@ def parse_listing(entry: object, index: int) -> Listing:
         price_usdc = Decimal(str(price))
     except InvalidOperation:
         raise InvalidCatalog(f"{at}/priceUsdc", "must be a number") from None
-    if price_usdc < 0 or (price_usdc * USDC_DECIMALS) % 1:
-        raise InvalidCatalog(f"{at}/priceUsdc", "must be ≥ 0 with at most 6 decimals")
+    try:
+        base_units_of(price_usdc)
+    except ValueError:
+        raise InvalidCatalog(f"{at}/priceUsdc", "must be ≥ 0 with at most 6 decimals") from None
     method = _require(entry, "method", str, at)
     if method not in ("GET", "POST"):
         raise InvalidCatalog(f"{at}/method", "must be GET or POST")

@@ -10,7 +10,7 @@ store, the services, the API, starlette or sqlalchemy). See ``docs/client.md``.
         print(response.json(), payment_of(response).transaction)
 """
 
-from paysign.client.auth import Payment, PaysignAuth, payment_of
+from paysign.client.auth import PaysignAuth, payment_of
 from paysign.client.catalog import (
     CallResult,
     Listing,
@@ -49,6 +49,7 @@ from paysign.client.errors import (
     Unauthorized,
     UnsupportedPaymentTerms,
 )
+from paysign.client.payment import Payment
 from paysign.client.retry import AsyncPaidRetryTransport, PaidRetryTransport
 from paysign.client.signer import DEFAULT_BASE_URL, PaysignSigner, Signature
 from paysign.client.wire import (

@@ -40,6 +40,7 @@ from paysign.client.errors import (
     PaymentRejected,
     PriceExceedsLimit,
 )
+from paysign.client.payment import Payment
 from paysign.client.signer import PaysignSigner, Signature
 from paysign.client.wire import (
     SANDBOX_HEADER,
@@ -48,10 +49,10 @@ from paysign.client.wire import (
     choose_option,
     decode_payment_required,
     decode_settlement,
-    format_usdc,
     payment_header_name,
 )
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network, resolve_network
+from paysign.protocol.usdc import format_usdc
 
 __all__ = ["Payment", "PaysignAuth", "payment_of"]
 
@@ -63,34 +64,6 @@ ATTEMPT_EXTENSION = "paysign.attempt"
 EXPIRY_MARGIN_SECONDS = 6
 
 EventHook = Callable[[str, str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Payment:
-    """A payment the client made: what was signed, and the seller's receipt."""
-
-    seller_url: str
-    x402_version: int
-    network: str  # CAIP-2
-    amount: int  # USDC base units
-    asset: str
-    pay_to: str
-    sandbox: bool
-    nonce: str  # the EIP-3009 authorization nonce (0x + 64 hex)
-    valid_before: int
-    attempts: int  # how often the paid request was sent (same signature each time)
-    settlement: Settlement | None  # None when the seller sent no receipt
-
-    @property
-    def transaction(self) -> str | None:
-        """The settlement's transaction hash, if the seller settled and said so."""
-        if self.settlement is None or not self.settlement.transaction:
-            return None
-        return self.settlement.transaction
-
-    @property
-    def usdc(self) -> str:
-        return format_usdc(self.amount)
 
 
 def payment_of(response: httpx.Response) -> Payment | None:

@@ -32,9 +32,10 @@ from urllib.parse import quote
 
 import httpx
 
-from paysign.client.auth import Payment, payment_of
+from paysign.client.auth import payment_of
 from paysign.client.clients import AsyncPaysignClient, PaysignClient
 from paysign.client.errors import ListingError
+from paysign.client.payment import Payment
 from paysign.client.wire import SANDBOX_HEADER, parse_usdc
 
 __all__ = [

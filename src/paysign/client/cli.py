@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 import httpx
 
-from paysign.client.auth import Payment, payment_of
+from paysign.client.auth import payment_of
 from paysign.client.catalog import build_listing_request, filter_listings, find_listing, listings_of
 from paysign.client.clients import PaysignClient
 from paysign.client.errors import (
@@ -42,6 +42,7 @@ from paysign.client.errors import (
     SellerUnreachable,
     SigningUnavailable,
 )
+from paysign.client.payment import Payment
 from paysign.client.signer import API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, PaysignSigner
 from paysign.client.wire import format_usdc, parse_usdc
 

@@ -20,11 +20,11 @@ The service's refusals are :class:`PaysignProblem` subclasses chosen by the slug
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from paysign.client.auth import Payment
-    from paysign.client.wire import Settlement
+from paysign.client.payment import Payment
+from paysign.protocol.payment_required import Settlement
+from paysign.protocol.usdc import format_usdc
 
 
 class PaysignClientError(Exception):
@@ -257,8 +257,6 @@ class PriceExceedsLimit(PaymentError):
     """The seller's price is above the caller's ``max_amount``; nothing was signed."""
 
     def __init__(self, amount: int, max_amount: int, seller_url: str) -> None:
-        from paysign.client.wire import format_usdc
-
         super().__init__(
             f"the seller asks {format_usdc(amount)} USDC, more than the limit of "
             f"{format_usdc(max_amount)} USDC; nothing was signed",

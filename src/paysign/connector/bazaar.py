@@ -18,8 +18,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from paysign.connector.outbound import Outbound, OutboundRefused
-from paysign.connector.payment import USDC, ToolFailure, usdc_text
+from paysign.connector.payment import USDC, ToolFailure
 from paysign.protocol.networks import resolve_network
+from paysign.protocol.usdc import format_usdc
 
 MAX_LIMIT = 50
 BROWSE_LIMIT = 100
@@ -58,7 +59,7 @@ def normalise_item(item: dict[str, Any]) -> dict[str, Any] | None:
                 "scheme": entry.get("scheme"),
                 "network": _network_id(entry.get("network")),
                 "amount": None if amount is None else str(amount),
-                "amountUsdc": None if amount is None else usdc_text(amount),
+                "amountUsdc": None if amount is None else format_usdc(amount),
                 "asset": entry.get("asset"),
                 "payTo": entry.get("payTo"),
             }
@@ -77,7 +78,7 @@ def normalise_item(item: dict[str, Any]) -> dict[str, Any] | None:
         "description": _text(item.get("description") or metadata.get("description")),
         "method": method if isinstance(method, str) else None,
         "tags": [str(t) for t in tags][:20] if isinstance(tags, list) else [],
-        "priceUsdc": usdc_text(min(prices)) if prices else None,
+        "priceUsdc": format_usdc(min(prices)) if prices else None,
         "accepts": accepts,
         "x402Version": item.get("x402Version"),
         "lastUpdated": item.get("lastUpdated"),

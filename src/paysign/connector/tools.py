@@ -34,6 +34,7 @@ import mcp_types as types
 from paysign.catalog.listing import Listing
 from paysign.connector.payment import USDC, SellerCall, ToolFailure
 from paysign.policy.decide import Tier
+from paysign.protocol.usdc import format_usdc
 
 PAY_X402 = "pay_x402"
 SEARCH_BAZAAR = "search_bazaar"
@@ -71,7 +72,7 @@ def listing_description(listing: Listing) -> str:
     parts = [
         str(doc.get("description", "")).strip(),
         f"Paid API ({tier} tier of the paysign catalog): each call costs "
-        f"{format(listing.price_usdc.normalize(), 'f')} USDC, paid automatically from the "
+        f"{format_usdc(listing.price_base_units)} USDC, paid automatically from the "
         "user's paysign wallet on Base, within their source policy and spend caps.",
         f"Calls {method} {listing.url}{listing.path}.",
     ]

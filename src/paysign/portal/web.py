@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Awaitable, Callable
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,10 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from paysign.bootstrap import Runtime
-from paysign.policy.caps import USDC, iso
+from paysign.policy.caps import iso
 from paysign.portal.qr import qr_svg
 from paysign.portal.service import PolicyEdits, PortalService
 from paysign.portal.sessions import Session
+from paysign.protocol.usdc import format_usdc
+from paysign.protocol.usdc import parse_usdc as usdc_base_units
 
 PREFIX = "/portal"
 HEADERS = {
@@ -73,34 +74,26 @@ def usdc_text(base_units: int | None) -> str:
     >>> usdc_text(1_500_000), usdc_text(10_000_000), usdc_text(1), usdc_text(None)
     ('1.5', '10', '0.000001', '')
     """
-    if base_units is None:
-        return ""
-    text = f"{Decimal(base_units) / USDC:f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return "" if base_units is None else format_usdc(base_units)
 
 
 def parse_usdc(text: str) -> int | None:
     """A USDC amount typed in a form as base units; empty means no cap.
 
-    >>> parse_usdc("1.5"), parse_usdc(" 10 "), parse_usdc("")
-    (1500000, 10000000, None)
+    >>> parse_usdc("1.5"), parse_usdc(" 10 "), parse_usdc("1,000"), parse_usdc("")
+    (1500000, 10000000, 1000000000, None)
     >>> parse_usdc("0.0000001")
     Traceback (most recent call last):
-    ValueError: '0.0000001' is not a USDC amount (at most 6 decimals)
+    ValueError: '0.0000001' is not a USDC amount (at most 6 decimals, not negative)
     """
     text = text.strip().replace(",", "")
     if not text:
         return None
-    try:
-        amount = Decimal(text)
-    except InvalidOperation:
-        raise ValueError(f"{text!r} is not a USDC amount") from None
-    units = amount * USDC
-    if not amount.is_finite() or amount < 0 or units != units.to_integral_value():
-        raise ValueError(f"{text!r} is not a USDC amount (at most 6 decimals)")
+    units = usdc_base_units(text)
+    # Caps are stored in a signed 64-bit column.
     if units >= 2**63:
         raise ValueError(f"{text!r} is too large")
-    return int(units)
+    return units
 
 
 def _templates() -> Environment:

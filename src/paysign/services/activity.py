@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from paysign.policy.caps import USDC, iso
+from paysign.policy.caps import iso
+from paysign.protocol.usdc import format_usdc
 from paysign.services.accounts import require_account
 from paysign.store import activity_repo
 from paysign.store.activity_repo import ActivityFilters, ActivityRow, Cursor
@@ -131,15 +132,6 @@ def all_rows(
         before = rows[-1].cursor
 
 
-def usdc_decimal(base_units: int) -> str:
-    """``1500000`` → ``1.500000``: a spreadsheet reads every amount the same way.
-
-    >>> usdc_decimal(1_500_000), usdc_decimal(1), usdc_decimal(0)
-    ('1.500000', '0.000001', '0.000000')
-    """
-    return f"{base_units // USDC}.{base_units % USDC:06d}"
-
-
 def csv_cell(text: str) -> str:
     """A cell a spreadsheet will not run: text starting with ``= + - @`` (or a tab or carriage
     return, which some spreadsheets strip first) is a formula to Excel and LibreOffice, and a
@@ -171,7 +163,8 @@ def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
                     iso(row.created_at),
                     row.kind,
                     csv_cell(row.seller),
-                    usdc_decimal(row.amount),
+                    # Six decimals on every row: a spreadsheet reads them all as one format.
+                    format_usdc(row.amount, fixed=True),
                     csv_cell(row.network),
                     "true" if row.sandbox else "false",
                     csv_cell(row.status or ""),

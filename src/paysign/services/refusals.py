@@ -14,15 +14,13 @@ from paysign.policy.caps import iso
 from paysign.policy.decide import MAX_PENDING_SELLERS, Decision, Outcome
 from paysign.policy.seller import SellerLocation
 from paysign.protocol import PaymentTerms
+from paysign.protocol.usdc import format_usdc
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.signing_store import SigningTransaction
 
-USDC = 1_000_000
-
 
 def usdc(amount: int) -> str:
-    whole, frac = divmod(amount, USDC)
-    return f"{whole}.{frac:06d}".rstrip("0").rstrip(".") + " USDC"
+    return f"{format_usdc(amount)} USDC"
 
 
 def policy_refusal(decision: Decision, seller: SellerLocation) -> PaymentRefused:

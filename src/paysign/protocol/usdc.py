@@ -1,0 +1,70 @@
+"""USDC amounts: ``int`` base units (6 decimals, 1 USDC = 1,000,000) ↔ decimal text.
+
+Every amount paysign stores, signs or compares is base units; text exists only at the edges
+(a form, a CLI flag, a catalog price, a message). One place converts, so a price shown to a
+buyer is the amount the signature carries.
+
+    >>> format_usdc(1_500_000), format_usdc(10_000_000), format_usdc(1), format_usdc(0)
+    ('1.5', '10', '0.000001', '0')
+    >>> format_usdc(1_500_000, fixed=True), format_usdc(0, fixed=True)
+    ('1.500000', '0.000000')
+    >>> parse_usdc("0.05"), parse_usdc(2), parse_usdc(Decimal("0.000001"))
+    (50000, 2000000, 1)
+    >>> parse_usdc("0.0000001")
+    Traceback (most recent call last):
+    ValueError: '0.0000001' is not a USDC amount (at most 6 decimals, not negative)
+
+Depends on nothing in paysign: the buyer SDK, the catalog and every entry point share it.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation, localcontext
+
+__all__ = ["USDC_BASE_UNITS", "USDC_DECIMALS", "base_units_of", "format_usdc", "parse_usdc"]
+
+USDC_DECIMALS = 6
+USDC_BASE_UNITS = 10**USDC_DECIMALS
+_UINT256_DIGITS = 78
+
+
+def format_usdc(base_units: int, *, fixed: bool = False) -> str:
+    """Base units as a USDC decimal: without trailing zeros, or with all six decimals
+    (``fixed``) where amounts are read as a column, as in a spreadsheet.
+
+    Integer arithmetic, so no amount is rounded however many digits it has.
+    """
+    sign = "-" if base_units < 0 else ""
+    whole, fraction = divmod(abs(base_units), USDC_BASE_UNITS)
+    text = f"{sign}{whole}.{fraction:0{USDC_DECIMALS}d}"
+    return text if fixed else text.rstrip("0").rstrip(".")
+
+
+def base_units_of(amount: Decimal) -> int:
+    """A USDC decimal as base units; ``ValueError`` when negative, not finite, finer than a
+    base unit (rounding would pay a different amount from the one written) or beyond uint256."""
+    return _base_units(amount, str(amount))
+
+
+def parse_usdc(text: str | int | Decimal) -> int:
+    """USDC written as a decimal (``"0.05"``, ``2``) to base units; ``ValueError`` otherwise."""
+    try:
+        amount = Decimal(str(text).strip())
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a USDC amount") from None
+    return _base_units(amount, text)
+
+
+def _base_units(amount: Decimal, written: object) -> int:
+    if not amount.is_finite() or amount < 0:
+        raise ValueError(f"{written!r} is not a USDC amount (at most 6 decimals, not negative)")
+    # Checked before scaling: int() of a huge exponent would build a number of that many digits.
+    if amount and amount.adjusted() + USDC_DECIMALS >= _UINT256_DIGITS:
+        raise ValueError(f"{written!r} is too large")
+    with localcontext() as context:
+        # Exact: the default 28 digits would round a long amount to a whole number of units.
+        context.prec = len(amount.as_tuple().digits) + USDC_DECIMALS + 1
+        units = amount.scaleb(USDC_DECIMALS)
+    if units != units.to_integral_value():
+        raise ValueError(f"{written!r} is not a USDC amount (at most 6 decimals, not negative)")
+    return int(units)
