@@ -13,23 +13,25 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from paysign.client.errors import InvalidPaymentRequired, NoAcceptableOption
-from paysign.client.wire import (
-    ChosenOption,
-    PaymentRequired,
-    choose_option,
-    decode_payment_required,
-    decode_settlement,
-    payment_header_name,
-)
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.errors import NotAuthenticated, PaysignError
 from paysign.http.credentials import call_store
 from paysign.policy.seller import seller_location
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
+from paysign.protocol.payment_required import (
+    ChosenOption,
+    NoUsableOption,
+    PaymentRequired,
+    UnreadableTerms,
+    choose_option,
+    decode_payment_required,
+    decode_settlement,
+    payment_header_name,
+)
+from paysign.protocol.usdc import USDC_BASE_UNITS, format_usdc
 from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for
 
-USDC = Decimal(1_000_000)
+USDC = Decimal(USDC_BASE_UNITS)
 
 
 class ToolFailure(Exception):
@@ -63,15 +65,11 @@ class SellerCall:
     service_id: str | None = None  # the catalog listing id, for provenance
 
 
-def usdc_text(amount: int) -> str:
-    return format((Decimal(amount) / USDC).normalize(), "f")
-
-
 def payment_terms(response: FetchedResponse) -> PaymentRequired:
     """The terms of a 402: the v2 ``PAYMENT-REQUIRED`` header, else the v1 JSON body."""
     try:
         return decode_payment_required(response.headers, response.body)
-    except InvalidPaymentRequired as exc:
+    except UnreadableTerms as exc:
         raise ToolFailure(
             "invalid-payment-terms",
             f"The seller answered 402 Payment Required without readable x402 terms ({exc}).",
@@ -86,7 +84,7 @@ def choose(deps: SigningDeps, required: PaymentRequired, sandbox: bool) -> Chose
     usdc = {} if token is None else {network.caip2: token.address_hex}
     try:
         return choose_option(required, network, usdc=usdc)
-    except NoAcceptableOption:
+    except NoUsableOption:
         offered = [
             str(entry.get("network")) for entry in required.accepts if isinstance(entry, dict)
         ]
@@ -197,12 +195,12 @@ async def pay(
     chosen = choose(deps, terms, call.sandbox)
     option, amount = chosen.option, chosen.amount
     network = str(option.get("network"))
-    quote = {"amount": str(amount), "amountUsdc": usdc_text(amount), "network": network}
+    quote = {"amount": str(amount), "amountUsdc": format_usdc(amount), "network": network}
     if call.max_amount is not None and amount > call.max_amount:
         raise ToolFailure(
             "price-above-maximum",
-            f"The seller asks {usdc_text(amount)} USDC, more than the maximum of "
-            f"{usdc_text(call.max_amount)} USDC for this call. Nothing was signed.",
+            f"The seller asks {format_usdc(amount)} USDC, more than the maximum of "
+            f"{format_usdc(call.max_amount)} USDC for this call. Nothing was signed.",
             "Ask the user whether to pay this price, then call again with a higher "
             "maxAmountUsdc (pay_x402), or choose another seller.",
             **quote,
