@@ -1,7 +1,7 @@
 """Who is calling the connector: the credential resolver seam, the 401 challenge and the
 protected-resource metadata (RFC 9728).
 
-Spec 5.2 step 1 (and issue 6, "exactly") gives the challenge as ``Bearer
+Spec 5.2 step 1 gives, to the byte, the challenge as ``Bearer
 resource_metadata="{mcp_url}/.well-known/oauth-protected-resource", scope="{mcp_url}/access"``;
 the header is that template, filled in. The spec also says the metadata address is "the
 connector's address with the path ``/.well-known/oauth-protected-resource`` at its host root" —
