@@ -424,14 +424,14 @@ def test_concurrent_payments_signed_by_the_signer_process_are_the_wallets(
             # Requests that arrive together share a batch; a lone one is signed on the loop.
             for _ in range(10):
                 answered += await burst(client, 32)
-                if signer.signed_here:
+                if signer.signed_by_child:
                     break
             return answered
 
     with LiveServer(app) as server:
         responses = asyncio.run(scenario(server.url))
     assert signer.started == 1
-    assert signer.signed_here > 0  # batches were signed by the child ...
+    assert signer.signed_by_child > 0  # batches were signed by the child ...
     assert [r.status_code for r in responses] == [200] * len(responses)
     payloads = [decode(r.json()["paymentSignatureHeader"]) for r in responses]
     # ... and every header, wherever signed, is the wallet's and for its own nonce.

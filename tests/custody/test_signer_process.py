@@ -96,7 +96,7 @@ def test_a_batch_is_signed_by_the_child_and_delivered_only_then() -> None:
             batch = payments(21)  # two chunks of 8 while it runs, 5 at the commit
             await deliver_batch(signer, batch)
             assert [p.signature for p in batch] == [expected(p) for p in batch]
-            assert signer.signed_here >= 21
+            assert signer.signed_by_child >= 21
             assert signer.started == 1
         finally:
             signer.close()
@@ -230,7 +230,7 @@ def test_payments_the_child_refuses_are_delivered_unsigned_and_signed_on_the_loo
             await started(signer)
             batch = payments(10)
             await deliver_batch(signer, batch)
-            assert signer.signed_here == 0
+            assert signer.signed_by_child == 0
             assert signer.started == 1  # a refusal is an answer: the child is kept
             return batch
         finally:

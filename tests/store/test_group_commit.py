@@ -21,7 +21,7 @@ from paysign.services.signing import (
     SigningDeps,
     SigningOutcome,
     by_api_key,
-    settled,
+    signed_payment,
     signing_work,
 )
 from paysign.store import policy_repo
@@ -150,7 +150,7 @@ def test_outcomes_are_raised_only_once_committed(deps, account) -> None:
     outcome = asyncio.run(committer.run(work_for(deps, {**account, "api_key": "psk_" + "x" * 40})))
     assert isinstance(outcome, PaysignError)
     with pytest.raises(NotAuthenticated):
-        settled(outcome)
+        signed_payment(outcome)
 
 
 def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account) -> None:
@@ -286,7 +286,7 @@ def test_a_broken_completion_still_answers_every_request(deps, account) -> None:
     )
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(10)]))
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
-    assert all(settled(o).header for o in outcomes)  # signed where answered
+    assert all(signed_payment(o).header for o in outcomes)  # signed where answered
 
 
 def signer_of(signature: bytes, digest: bytes) -> str:
@@ -315,8 +315,8 @@ def test_a_signer_process_signs_committed_batches_for_their_wallet(deps, account
     # One batch of 40 (SQLite), or a lone first request and a batch of 39 (PostgreSQL, whose
     # first request starts a batch at once): a lone payment is signed where it is answered.
     signed_before_delivery = [p for p in payments if p.signature is not None]
-    assert signer.signed_here == len(signed_before_delivery) >= 39
-    assert all(settled(p).header for p in payments)
+    assert signer.signed_by_child == len(signed_before_delivery) >= 39
+    assert all(signed_payment(p).header for p in payments)
     assert {signer_of(p.signature, p.digest) for p in payments if p.signature} == {
         account["wallet"]
     }

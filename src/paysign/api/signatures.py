@@ -30,7 +30,7 @@ from paysign.services.signing import (
     SigningOutcome,
     authenticate,
     by_api_key,
-    settled,
+    signed_payment,
     signing_work,
 )
 from paysign.store.group_commit import Completion, GroupCommitter
@@ -131,7 +131,7 @@ class SignatureEndpoint:
                 await call_store(deps, authenticate, deps, token)
                 raise
             work = signing_work(deps, by_api_key(token), body, sandbox=sandbox)
-            signed = settled(await self.committer.run(work))
+            signed = signed_payment(await self.committer.run(work))
         except NotAuthenticated:
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])

@@ -139,7 +139,7 @@ class SignerProcess:
         self._closed = False
         self._gave_up = False
         #: Payments signed by the child, and children started (for tests and the bench).
-        self.signed_here = 0
+        self.signed_by_child = 0
         self.started = 0
 
     @property
@@ -266,7 +266,7 @@ class SignerProcess:
         self._answers += 1
         if signature != REFUSED:
             payment.signature = signature
-            self.signed_here += 1
+            self.signed_by_child += 1
         waiter = self._waiters.pop(id(payment))
         if waiter is not None:
             waiter.one_done()

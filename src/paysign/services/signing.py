@@ -179,7 +179,7 @@ def sign_payment_for(
     work = signing_work(deps, load_holder, body, sandbox=sandbox)
     with deps.store.transaction() as tx:
         outcome = work(tx)
-    return settled(outcome)
+    return signed_payment(outcome)
 
 
 #: What a signing request comes to once its transaction is committed: the recorded payment,
@@ -187,7 +187,7 @@ def sign_payment_for(
 SigningOutcome = PreparedPayment | PaysignError
 
 
-def settled(outcome: SigningOutcome) -> SignedPayment:
+def signed_payment(outcome: SigningOutcome) -> SignedPayment:
     """The signed payment (signed here unless the signer process did), or raises the
     outcome's error; call it only once the outcome's transaction is committed."""
     if isinstance(outcome, PaysignError):
@@ -331,8 +331,8 @@ __all__ = [
     "authenticate",
     "by_account",
     "by_api_key",
-    "settled",
     "sign_payment",
     "sign_payment_for",
+    "signed_payment",
     "signing_work",
 ]
