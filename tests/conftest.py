@@ -146,7 +146,7 @@ class LiveServer:
 
 @pytest.fixture
 def live_server(runtime: Runtime) -> Iterator[LiveServer]:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     with LiveServer(create_app(runtime)) as server:
         yield server

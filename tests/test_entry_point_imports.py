@@ -16,11 +16,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "paysign"
 ENTRY_POINTS = ("api", "portal", "oauth", "connector")
 SHARED = "http"
 
-# Wiring, not an entry point: ``create_app`` builds the one ASGI app and mounts every entry
-# point on it. It stays at ``paysign.api.app`` because ``paysign serve``, the benchmarks and
-# the tests import it from there.
-WIRING = {"paysign.api.app"}
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -58,8 +53,6 @@ def offending_imports(own: str, forbidden: set[str]) -> list[str]:
     offences = []
     for path in sorted((PACKAGE / own).rglob("*.py")):
         name = module_name(path)
-        if name in WIRING:
-            continue
         source = path.read_text(encoding="utf-8")
         imported = imported_modules(name, source, is_package=path.name == "__init__.py")
         for target in sorted(imported):
@@ -88,9 +81,3 @@ def test_the_check_sees_every_kind_of_import() -> None:
     )
     found = {package_of(target) for target in imported_modules("paysign.portal.example", source)}
     assert found >= {"api", "oauth", "connector"}
-
-
-def test_the_wiring_exists() -> None:
-    # An allow-list entry for a module that moved would silently allow nothing.
-    for name in WIRING:
-        assert (PACKAGE.parent / (name.replace(".", "/") + ".py")).is_file(), name

@@ -66,7 +66,7 @@ def test_the_process_log_is_silent_until_configured() -> None:
 def test_an_embedded_app_logs_errors_without_the_frames_locals() -> None:
     # A fresh interpreter: structlog as a program that embeds the app finds it, unconfigured.
     program = (
-        "import structlog, paysign.api.app\n"
+        "import structlog, paysign.app\n"
         "def handler(authorization):\n"
         "    raise ValueError('boom')\n"
         "try:\n"

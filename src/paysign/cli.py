@@ -90,7 +90,7 @@ def serve(host: str | None, port: int | None) -> None:
     """Run the service with the embedded defaults (or the PAYSIGN_* settings)."""
     import uvicorn
 
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     settings = Settings.listening_on(host, port)
     configure_logging(settings.log_level)

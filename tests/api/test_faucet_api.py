@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from conftest import LiveServer
-from paysign.api.app import create_app
+from paysign.app import create_app
 
 
 @pytest.fixture

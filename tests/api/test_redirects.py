@@ -17,7 +17,7 @@ FOREIGN = "evil.example"
 
 @pytest.fixture
 def server(runtime: Runtime) -> Iterator[LiveServer]:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     with LiveServer(create_app(runtime)) as live:
         yield live

@@ -38,8 +38,8 @@ from conftest import (
     make_database_url,
     signature_body,
 )
-from paysign.api.app import create_app
 from paysign.api.openapi import openapi_document
+from paysign.app import create_app
 from paysign.bootstrap import Runtime, asset_registry
 from paysign.chain.testnet import SandboxChain
 from paysign.config import Settings

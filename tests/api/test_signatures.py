@@ -399,7 +399,7 @@ def test_concurrent_payments_signed_by_the_signer_process_are_the_wallets(
     runtime: Runtime, account
 ) -> None:
     from conftest import LiveServer
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     app = create_app(runtime)
     signer = app.state.signer_process
@@ -442,7 +442,7 @@ def test_concurrent_payments_signed_by_the_signer_process_are_the_wallets(
 
 
 def test_the_signer_process_can_be_switched_off(runtime: Runtime) -> None:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     settings = runtime.settings.model_copy(update={"signer_process": False})
     off = dataclasses.replace(runtime, settings=settings)

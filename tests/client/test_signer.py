@@ -171,7 +171,7 @@ def test_the_catalog_is_read_and_revalidated_with_its_etag(
 
 
 def test_test_funds_once_a_day(chained_runtime: Any, buyer: Buyer) -> None:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     with (
         LiveServer(create_app(chained_runtime)) as server,

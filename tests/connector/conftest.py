@@ -165,7 +165,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             runtime = build_runtime(settings)
             assert seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url)
             assert runtime.sandbox_chain is not None
-            from paysign.api.app import create_app
+            from paysign.app import create_app
 
             with (
                 Served(create_app(runtime), port) as server,

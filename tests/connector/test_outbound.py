@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from paysign.api.app import create_app
+from paysign.app import create_app
 from paysign.connector.outbound import (
     Outbound,
     OutboundLimits,

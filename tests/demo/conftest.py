@@ -86,7 +86,7 @@ def demo_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoWorld]:
         runtime = build_runtime(settings)
         assert seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url)
         assert runtime.sandbox_chain is not None
-        from paysign.api.app import create_app
+        from paysign.app import create_app
 
         with LiveServer(create_app(runtime)) as server, DemoStack(settings, demo) as stack:
             yield DemoWorld(

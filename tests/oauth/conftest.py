@@ -54,7 +54,7 @@ class User:
 
 @pytest.fixture
 def service(runtime: Runtime, clock: FrozenClock) -> Iterator[Service]:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     port = free_port()
     runtime = dataclasses.replace(

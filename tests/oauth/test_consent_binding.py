@@ -185,7 +185,7 @@ def test_deny_also_needs_the_cookie(service: Service, user: User) -> None:
 def https_service(runtime: Runtime, clock: FrozenClock) -> Iterator[Service]:
     """The app behind a TLS-terminating proxy: issuer ``https://paysign.example/oauth``, the
     app itself on plain HTTP here."""
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     port = free_port()
     settings = runtime.settings.model_copy(

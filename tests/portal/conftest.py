@@ -22,7 +22,7 @@ COOKIE = "paysign_session"
 
 @pytest.fixture
 def server(runtime: Runtime) -> Iterator[LiveServer]:
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     with LiveServer(create_app(runtime)) as live:
         yield live

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from conftest import FrozenClock, LiveServer, free_port, signature_body
-from paysign.api.app import create_app
+from paysign.app import create_app
 from paysign.bootstrap import Runtime
 from paysign.chain.testnet import READ_TIMEOUT_SECONDS, SandboxChain
 from paysign.services import accounts, keys, policy

@@ -61,7 +61,7 @@ def test_no_secret_is_stored_in_the_clear(runtime: Runtime) -> None:
     policy.decide_seller(
         runtime.db, runtime.clock, email=email, seller="api.example.com", kind="allow"
     )
-    from paysign.api.app import create_app
+    from paysign.app import create_app
 
     with LiveServer(create_app(runtime)) as server, httpx.Client(base_url=server.url) as http:
         auth = {"Authorization": f"Bearer {issued.api_key}"}

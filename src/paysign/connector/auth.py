@@ -20,7 +20,7 @@ is served at both places, and at the RFC 9728 location, so every reading finds i
 
 
 Credentials: API keys (``ApiKeyResolver``) and, chained after them, OAuth access tokens from
-our authorization server (``paysign.oauth.connector.OAuthResolver``, wired in ``api/app.py``).
+our authorization server (``paysign.oauth.connector.OAuthResolver``, wired in ``paysign.app``).
 A token neither accepts gets the same 401 as any invalid credential.
 """
 

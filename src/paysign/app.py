@@ -1,4 +1,5 @@
-"""The ASGI application: every surface of the spec, mounted on one Starlette app."""
+"""The wiring of the ASGI application: the signing store and the signer process built, every
+entry point (the agent's API, the connector, its sign-in, the portal) mounted on one app."""
 
 from __future__ import annotations
 
