@@ -1,4 +1,4 @@
-"""The signing path's storage: fixed SQL over the raw DB-API connection.
+"""The signing path's storage: the fixed SQL of ``signing_sql`` over the raw DB-API connection.
 
 This is the one place that skips SQLAlchemy's statement machinery: building and cache-keying
 Core expressions cost ~1 ms per request, forty times the signature. The statements are the
@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
+from paysign.store import signing_sql as sql
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
 from paysign.store.pending_queue import PendingEntry, PendingStatements, PostgresPendingStatements
 from paysign.store.pg_pool import SIGNING_CONNECTIONS, ConnectionPool, connector_for
@@ -35,92 +36,6 @@ from paysign.store.repositories import KeyHolder, SignatureRecord
 from paysign.store.signing_batch import BatchTransaction, CapHit, SpendTotal
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
-
-_KEY_HOLDER = """
-SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
-       p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly
-FROM api_keys k
-JOIN wallets w ON w.account_id = k.account_id
-LEFT JOIN policies p ON p.account_id = k.account_id
-WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
-"""
-
-# The same row for an account reached without an API key (an OAuth sign-in): no key columns.
-_ACCOUNT_HOLDER = """
-SELECT NULL, a.id, NULL, w.id, w.address, w.sealed_key,
-       p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly
-FROM accounts a
-JOIN wallets w ON w.account_id = a.id
-LEFT JOIN policies p ON p.account_id = a.id
-WHERE a.id = :account_id
-"""
-
-# Reserves the amount in both windows at once, each only if it stays within its cap; a window
-# left out of the result refused (and the other is then given back, in the same transaction).
-_RESERVE = """
-INSERT INTO spend_windows (account_id, "window", start, spent)
-VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
-ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent + excluded.spent
-WHERE spend_windows.spent + excluded.spent <= COALESCE(
-    CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
-                          ELSE CAST(:monthly_cap AS BIGINT) END,
-    spend_windows.spent + excluded.spent)
-RETURNING "window", spent
-"""
-
-_UNRESERVE = """
-UPDATE spend_windows SET spent = spent - :amount
-WHERE account_id = :account_id AND "window" = :window AND start = :start
-"""
-
-# Creates the account's two windows at 0 if need be, and locks them for the transaction (a
-# no-op update on a conflict takes the row lock): what they have spent then stays true until
-# the commit.
-_LOCK_WINDOWS = """
-INSERT INTO spend_windows (account_id, "window", start, spent)
-VALUES (:account_id, 'daily', :day_start, 0), (:account_id, 'monthly', :month_start, 0)
-ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
-RETURNING "window", spent
-"""
-
-# The guard repeats the caps the batch checked: the database itself never lets a cap pass.
-_ADD_SPEND = """
-UPDATE spend_windows SET spent = spent + :amount
-WHERE account_id = :account_id
-AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
-AND spent + :amount <= COALESCE(
-    CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
-                  ELSE CAST(:monthly_cap AS BIGINT) END,
-    spent + :amount)
-"""
-
-_INSERT_SIGNATURE = """
-INSERT INTO signatures (account_id, api_key_id, seller_host, seller_path, network, asset, pay_to,
-    amount, nonce, valid_before, sandbox, x402_version, status, created_at, tier, rule)
-VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :asset, :pay_to,
-    :amount, :nonce, :valid_before, :sandbox, :x402_version, :status, :created_at, :tier, :rule)
-"""
-
-_TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
-
-_INSERT_REFUSAL = """
-INSERT INTO refusals (account_id, api_key_id, seller_host, seller_path, network, amount, sandbox,
-    reason, rule, detail, created_at)
-VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount, :sandbox,
-    :reason, :rule, :detail, :created_at)
-"""
-
-
-@lru_cache(maxsize=64)
-def _grants_sql(host_count: int) -> str:
-    # Only generated placeholder names are interpolated; the hosts are bound parameters.
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
-    return (
-        "SELECT kind, host, path FROM policy_rules "  # noqa: S608
-        f"WHERE account_id = :account_id AND host IN ({placeholders})"
-    )
 
 
 class SigningTransaction(Protocol):
@@ -237,49 +152,51 @@ class SqlStatements(PendingStatements):
         self._sql = sql
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
-        self._cur.execute(self._sql(_KEY_HOLDER), {"key_hash": key_hash, "now": now})
+        self._cur.execute(self._sql(sql.KEY_HOLDER), {"key_hash": key_hash, "now": now})
         return _holder(self._cur.fetchone())
 
     def account_holder(self, account_id: str) -> KeyHolder | None:
-        self._cur.execute(self._sql(_ACCOUNT_HOLDER), {"account_id": account_id})
+        self._cur.execute(self._sql(sql.ACCOUNT_HOLDER), {"account_id": account_id})
         return _holder(self._cur.fetchone())
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
         names = {f"h{i}": host for i, host in enumerate(hosts)}
-        self._cur.execute(self._sql(_grants_sql(len(hosts))), {"account_id": account_id, **names})
+        self._cur.execute(
+            self._sql(sql.grants_sql(len(hosts))), {"account_id": account_id, **names}
+        )
         return [Grant(kind, Rule(host, path)) for kind, host, path in self._cur.fetchall()]
 
     def reserve(self, total: SpendTotal) -> tuple[int, int] | None:
         params = _spend_params(total)
-        self._cur.execute(self._sql(_RESERVE), params)
+        self._cur.execute(self._sql(sql.RESERVE), params)
         after = {name: int(value) for name, value in self._cur.fetchall()}
         if len(after) == 2:
             return after["daily"], after["monthly"]
         for name in after:  # the other window refused: give this one back
             start = total.day.start if name == "daily" else total.month.start
             back = {"account_id": total.account_id, "window": name, "start": start}
-            self._cur.execute(self._sql(_UNRESERVE), {**back, "amount": total.amount})
+            self._cur.execute(self._sql(sql.UNRESERVE), {**back, "amount": total.amount})
         return None
 
     def lock_windows(self, account_id: str, day: Window, month: Window) -> tuple[int, int]:
         params = {"account_id": account_id, "day_start": day.start, "month_start": month.start}
-        self._cur.execute(self._sql(_LOCK_WINDOWS), params)
+        self._cur.execute(self._sql(sql.LOCK_WINDOWS), params)
         spent = {name: int(value) for name, value in self._cur.fetchall()}
         return spent["daily"], spent["monthly"]
 
     def add_spend(self, total: SpendTotal) -> bool:
-        self._cur.execute(self._sql(_ADD_SPEND), _spend_params(total))
+        self._cur.execute(self._sql(sql.ADD_SPEND), _spend_params(total))
         return bool(self._cur.rowcount == 2)
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
-        self._many(_INSERT_SIGNATURE, [_signature_params(r) for r in records])
+        self._many(sql.INSERT_SIGNATURE, [_signature_params(r) for r in records])
 
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
         params = [{"key_id": key_id, "now": now} for key_id, now in last_used]
-        self._many(_TOUCH_KEY, params)
+        self._many(sql.TOUCH_KEY, params)
 
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
-        self._many(_INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
+        self._many(sql.INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
 
     def _many(self, statement: str, params: list[dict[str, Any]]) -> None:
         # A single row is a plain execute: psycopg sets up a pipeline for executemany.

@@ -1,0 +1,95 @@
+"""The signing path's SQL, as text: one statement per step, named parameters (``:name``).
+
+The stores in ``signing_store`` run these over the raw DB-API connection of SQLite or
+PostgreSQL (rewriting the parameter style for psycopg); nothing here talks to a database.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+KEY_HOLDER = """
+SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
+       p.approval, p.premium, p.standard, p.open_ecosystem,
+       p.cap_per_payment, p.cap_daily, p.cap_monthly
+FROM api_keys k
+JOIN wallets w ON w.account_id = k.account_id
+LEFT JOIN policies p ON p.account_id = k.account_id
+WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
+"""
+
+# The same row for an account reached without an API key (an OAuth sign-in): no key columns.
+ACCOUNT_HOLDER = """
+SELECT NULL, a.id, NULL, w.id, w.address, w.sealed_key,
+       p.approval, p.premium, p.standard, p.open_ecosystem,
+       p.cap_per_payment, p.cap_daily, p.cap_monthly
+FROM accounts a
+JOIN wallets w ON w.account_id = a.id
+LEFT JOIN policies p ON p.account_id = a.id
+WHERE a.id = :account_id
+"""
+
+# Reserves the amount in both windows at once, each only if it stays within its cap; a window
+# left out of the result refused (and the other is then given back, in the same transaction).
+RESERVE = """
+INSERT INTO spend_windows (account_id, "window", start, spent)
+VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent + excluded.spent
+WHERE spend_windows.spent + excluded.spent <= COALESCE(
+    CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
+                          ELSE CAST(:monthly_cap AS BIGINT) END,
+    spend_windows.spent + excluded.spent)
+RETURNING "window", spent
+"""
+
+UNRESERVE = """
+UPDATE spend_windows SET spent = spent - :amount
+WHERE account_id = :account_id AND "window" = :window AND start = :start
+"""
+
+# Creates the account's two windows at 0 if need be, and locks them for the transaction (a
+# no-op update on a conflict takes the row lock): what they have spent then stays true until
+# the commit.
+LOCK_WINDOWS = """
+INSERT INTO spend_windows (account_id, "window", start, spent)
+VALUES (:account_id, 'daily', :day_start, 0), (:account_id, 'monthly', :month_start, 0)
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+RETURNING "window", spent
+"""
+
+# The guard repeats the caps the batch checked: the database itself never lets a cap pass.
+ADD_SPEND = """
+UPDATE spend_windows SET spent = spent + :amount
+WHERE account_id = :account_id
+AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
+AND spent + :amount <= COALESCE(
+    CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
+                  ELSE CAST(:monthly_cap AS BIGINT) END,
+    spent + :amount)
+"""
+
+INSERT_SIGNATURE = """
+INSERT INTO signatures (account_id, api_key_id, seller_host, seller_path, network, asset, pay_to,
+    amount, nonce, valid_before, sandbox, x402_version, status, created_at, tier, rule)
+VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :asset, :pay_to,
+    :amount, :nonce, :valid_before, :sandbox, :x402_version, :status, :created_at, :tier, :rule)
+"""
+
+TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
+
+INSERT_REFUSAL = """
+INSERT INTO refusals (account_id, api_key_id, seller_host, seller_path, network, amount, sandbox,
+    reason, rule, detail, created_at)
+VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount, :sandbox,
+    :reason, :rule, :detail, :created_at)
+"""
+
+
+@lru_cache(maxsize=64)
+def grants_sql(host_count: int) -> str:
+    # Only generated placeholder names are interpolated; the hosts are bound parameters.
+    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    return (
+        "SELECT kind, host, path FROM policy_rules "  # noqa: S608
+        f"WHERE account_id = :account_id AND host IN ({placeholders})"
+    )
