@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -98,6 +99,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def _load_of(seconds: float) -> Callable[[], dict[str, object]]:
+    def run_load() -> dict[str, object]:
+        time.sleep(seconds)
+        return {"cpu_us": 1.0}
+
+    return run_load
+
+
 def test_a_perf_that_records_nothing_says_why(breakdown: ModuleType, tmp_path: Path) -> None:
     fake_perf = tmp_path / "perf"
     fake_perf.write_text("#!/bin/sh\necho 'no access to perf events' >&2\n")
@@ -107,7 +116,7 @@ def test_a_perf_that_records_nothing_says_why(breakdown: ModuleType, tmp_path: P
         got = breakdown.record(
             [os.getpid()],
             tmp_path / "perf.data",
-            lambda: (time.sleep(0.5), {"cpu_us": 1.0})[1],  # the load; perf has given up
+            _load_of(0.5),  # the fake perf has exited long before
             _spawn,
             _stop,
             tmp_path / "perf.log",
@@ -123,7 +132,7 @@ def test_perf_samples_every_process_given(breakdown: ModuleType, tmp_path: Path)
         got = breakdown.record(
             [python.pid, shell.pid],
             tmp_path / "perf.data",
-            lambda: (time.sleep(1.5), {"cpu_us": 1.0})[1],
+            _load_of(1.5),
             _spawn,
             _stop,
             tmp_path / "perf.log",

@@ -1,0 +1,1 @@
+"""The signing benchmark run by ``python bench/sign.py``, one job per module."""

@@ -1,0 +1,96 @@
+"""The servers under test: paysign with a fresh account, and the bare Starlette ceiling."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.accounts import bench_account
+from bench.paysign_cli import paysign_cmd, paysign_env
+from bench.processes import spawn, tail
+from bench.request import HOST, PATH
+
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+@dataclass
+class Target:
+    name: str
+    port: int
+    api_key: str | None
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # PAYSIGN_* of `paysign admin` calls
+    email: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}{PATH}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(
+    proc: subprocess.Popen[bytes], port: int, log_path: Path, timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}:\n{tail(log_path)}")
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            conn = http.client.HTTPConnection(HOST, port, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+            conn.close()
+        time.sleep(0.1)
+    raise SystemExit(f"server on port {port} not healthy after {timeout} s:\n{tail(log_path)}")
+
+
+def start_paysign(
+    name: str, workdir: Path, database_url: str | None, extra_env: dict[str, str] | None = None
+) -> Target:
+    data_dir = workdir / name
+    data_dir.mkdir(mode=0o700)
+    env = {**paysign_env(data_dir, database_url), **(extra_env or {})}
+    email, api_key = bench_account(env, workdir)
+    port = free_port()
+    log_path = workdir / f"{name}.log"
+    proc = spawn(
+        [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)], env=env, log_path=log_path
+    )
+    wait_healthy(proc, port, log_path)
+    return Target(name, port, api_key, proc, log_path, env=env, email=email)
+
+
+def start_ceiling(workdir: Path, response_bytes: int) -> Target:
+    port = free_port()
+    log_path = workdir / "ceiling.log"
+    proc = spawn(
+        [
+            sys.executable,
+            str(BENCH_DIR / "ceiling_app.py"),
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--response-bytes",
+            str(response_bytes),
+        ],
+        log_path=log_path,
+    )
+    wait_healthy(proc, port, log_path)
+    return Target("ceiling", port, None, proc, log_path)
