@@ -30,6 +30,8 @@ from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes
 from paysign.portal import create_portal
 from paysign.services.catalog import Catalog
+from paysign.services.oauth_clients import Registrations
+from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
 
@@ -63,7 +65,9 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
 
     # The connector (MCP at the path of {mcp_url}) accepts API keys, then the access tokens of
     # the authorization server at {auth_url}; its RFC 9728 metadata names that server.
-    oauth_routes, oauth_service = create_oauth_routes(runtime)
+    oauth_config = OAuthConfig.from_settings(settings)
+    oauth_service = AuthorizationService(runtime.db, runtime.vault, runtime.clock, oauth_config)
+    oauth_routes = create_oauth_routes(oauth_service, Registrations(runtime.db, runtime.clock))
     resolver = ChainedResolver(ApiKeyResolver(deps), OAuthResolver(oauth_service))
     connector = Connector(settings, deps, catalog, resolver=resolver)
     resource_metadata = protected_resource_metadata(

@@ -223,7 +223,7 @@ def test_an_https_issuer_sets_a_secure_cookie(https_service: Service, user: User
 def test_no_code_for_a_client_that_expired_meanwhile(service: Service, user: User) -> None:
     """A client never granted a code expires a day after registering; a request it started
     just before then gets no code (there is no registered redirect to send it to)."""
-    from paysign.oauth.registration import RegistrationLimits
+    from paysign.services.oauth_clients import RegistrationLimits
 
     client = register(service).json()
     service.clock.advance(RegistrationLimits().ungranted_ttl - 60)

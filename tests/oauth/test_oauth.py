@@ -20,7 +20,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-from paysign.oauth.service import SIGN_IN_FAILED
+from paysign.services.oauth_refusals import SIGN_IN_FAILED
 
 from .conftest import REDIRECT, Browser, Service, User, pkce, register
 
@@ -219,7 +219,7 @@ def test_expired_access_token_is_invalid(service: Service, user: User) -> None:
 
 
 def test_token_for_another_resource_is_invalid(service: Service, user: User) -> None:
-    from paysign.oauth.service import AuthorizationService, OAuthConfig
+    from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
 
     other = OAuthConfig.from_settings(
         service.runtime.settings.model_copy(update={"mcp_url": "https://elsewhere.example/mcp"})

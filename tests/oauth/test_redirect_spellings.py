@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paysign.oauth.redirects import LOOPBACK_REFUSED, redirect_uri_problem
+from paysign.services.oauth_redirects import LOOPBACK_REFUSED, redirect_uri_problem
 
 from .conftest import Service, register
 

@@ -12,14 +12,14 @@ import pytest
 import sqlalchemy as sa
 
 from paysign.bootstrap import Runtime
-from paysign.oauth.registration import (
+from paysign.services.oauth_clients import (
     MAX_BODY_BYTES,
     MAX_REDIRECT_URIS,
     RegistrationLimits,
     Registrations,
-    TooManyRegistrations,
     address_key,
 )
+from paysign.services.oauth_refusals import TooManyRegistrations
 from paysign.store.schema import accounts, oauth_clients, oauth_tokens
 
 from .conftest import REDIRECT, Service, User, register

@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 
 from paysign.http.credentials import Principal
-from paysign.oauth.service import AuthorizationService
+from paysign.services.oauth_grants import AuthorizationService
 from paysign.services.signing import by_account
 
 OAUTH = "oauth"

@@ -17,12 +17,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from paysign.oauth.service import (
+from paysign.services.oauth_grants import AuthorizationService, PendingRequest
+from paysign.services.oauth_refusals import (
     RATE_LIMITED,
-    AuthorizationService,
     NotThisBrowser,
     OAuthRefused,
-    PendingRequest,
     SignInFailed,
 )
 

@@ -10,7 +10,6 @@ handed to it are "remaining seconds from now" on the wall clock; the real check 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -25,9 +24,10 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.concurrency import run_in_threadpool
 
-from paysign.oauth.redirects import redirect_uri_problem
-from paysign.oauth.registration import ClientRefused, Registrations
-from paysign.oauth.service import AuthorizationService
+from paysign.services.oauth_clients import Registrations
+from paysign.services.oauth_grants import AuthorizationService, IssuedTokens
+from paysign.services.oauth_redirects import redirect_uri_problem
+from paysign.services.oauth_refusals import ClientRefused
 
 
 class FamilyRefreshToken(RefreshToken):
@@ -170,7 +170,7 @@ class PaysignProvider(
         await run_in_threadpool(self.service.revoke, token.token, token.client_id)
 
 
-def _token(issued: Any) -> OAuthToken:
+def _token(issued: IssuedTokens) -> OAuthToken:
     return OAuthToken(
         access_token=issued.access_token,
         token_type="Bearer",  # noqa: S106 (the token type, not a secret)

@@ -26,16 +26,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from paysign.bootstrap import Runtime
 from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
-from paysign.oauth.registration import (
-    MAX_BODY_BYTES,
-    TOO_LARGE,
-    Registrations,
-    TooManyRegistrations,
-)
-from paysign.oauth.service import AuthorizationService, OAuthConfig
+from paysign.services.oauth_clients import MAX_BODY_BYTES, TOO_LARGE, Registrations
+from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
+from paysign.services.oauth_refusals import TooManyRegistrations
 
 METADATA = "/.well-known/oauth-authorization-server"
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
@@ -133,10 +128,10 @@ def _with_body(request: Request, body: bytes) -> Request:
     return Request(request.scope, receive)
 
 
-def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], AuthorizationService]:
-    config = OAuthConfig.from_settings(runtime.settings)
-    service = AuthorizationService(runtime.db, runtime.vault, runtime.clock, config)
-    registrations = Registrations(runtime.db, runtime.clock)
+def create_oauth_routes(
+    service: AuthorizationService, registrations: Registrations
+) -> list[BaseRoute]:
+    config = service.config
     issuer = config.issuer
     base = urlsplit(issuer).path.rstrip("/")
     provider = PaysignProvider(service, registrations, f"{issuer}/login")
@@ -209,4 +204,4 @@ def create_oauth_routes(runtime: Runtime) -> tuple[list[BaseRoute], Authorizatio
         Route(f"{base}/login", pages.login, methods=["GET", "POST"]),
         Route(f"{base}/consent", pages.consent, methods=["GET", "POST"]),
     ]
-    return routes, service
+    return routes

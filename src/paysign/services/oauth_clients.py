@@ -15,11 +15,12 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 from ipaddress import IPv6Address, IPv6Network, ip_address
-from typing import Any, Literal
+from typing import Any
 
 from paysign.clock import Clock
-from paysign.oauth.redirects import redirect_uri_problem
-from paysign.oauth.service import OAuthRefused, digest
+from paysign.services.oauth_grants import digest
+from paysign.services.oauth_redirects import redirect_uri_problem
+from paysign.services.oauth_refusals import ClientRefused, RedirectRefused, TooManyRegistrations
 from paysign.store import oauth_repo
 from paysign.store.database import Database
 
@@ -37,7 +38,6 @@ _DISGUISING = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\
 _KEY_PREFIX = "register:"
 
 TOO_LARGE = "the registration request is larger than 64 KiB"
-TOO_MANY = "Too many client registrations from your network. Try again in {seconds} seconds."
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +45,6 @@ class RegistrationLimits:
     per_address: int = 20
     window: int = 600
     ungranted_ttl: int = 24 * 3600
-
-
-class ClientRefused(OAuthRefused):
-    """Metadata the server will not store; ``error`` is the RFC 7591 error code."""
-
-    error: Literal["invalid_client_metadata", "invalid_redirect_uri"] = "invalid_client_metadata"
-
-
-class RedirectRefused(ClientRefused):
-    error = "invalid_redirect_uri"
-
-
-class TooManyRegistrations(OAuthRefused):
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(TOO_MANY.format(seconds=retry_after))
-        self.retry_after = retry_after
 
 
 def _check_text(field: str, value: Any, limit: int) -> None:
@@ -76,7 +60,7 @@ def check_metadata(metadata: dict[str, Any]) -> None:
     >>> check_metadata({"client_name": "Claude", "redirect_uris": ["https://claude.ai/cb"]})
     >>> check_metadata({"client_name": "x" * 201, "redirect_uris": ["https://a.example/"]})
     Traceback (most recent call last):
-    paysign.oauth.registration.ClientRefused: client_name is longer than 200 characters
+    paysign.services.oauth_refusals.ClientRefused: client_name is longer than 200 characters
     """
     for field, limit in _TEXT_CHARS.items():
         if field in metadata:

@@ -1,10 +1,11 @@
 """The OAuth use cases: sign-in (password + authenticator code), consent bound to the browser
 that signed in, authorization codes, tokens with rotation, revocation, and resolving an access
-token. Registering clients is ``registration``; which redirects are allowed, ``redirects``.
+token. Registering clients is ``oauth_clients``; which redirects are allowed,
+``oauth_redirects``; what is refused and how it reads, ``oauth_refusals``.
 
-Synchronous, one short transaction each; the SDK adapter (``provider``) and the pages run them
-in a worker thread. Every secret handed out (transaction id, code, token, registration access
-token) is random and stored only as its SHA-256.
+Synchronous, one short transaction each: the entry points run them in a worker thread. Every
+secret handed out (transaction id, code, token, registration access token) is random and stored
+only as its SHA-256.
 """
 
 from __future__ import annotations
@@ -17,55 +18,29 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from paysign.clock import Clock
 from paysign.config import Settings
 from paysign.custody import KeyVault
-from paysign.oauth.redirects import redirect_uri_problem
-from paysign.services import sign_in as credentials  # shared with the portal
+from paysign.services.oauth_redirects import redirect_uri_problem
+from paysign.services.oauth_refusals import (
+    FORM_EXPIRED,
+    LINK_USED,
+    NOT_THIS_BROWSER,
+    REQUEST_USED,
+    NotThisBrowser,
+    RequestExpired,
+    SignInFailed,
+)
 from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
 from paysign.store import oauth_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
-TOTP_STEP = credentials.TOTP_STEP
-SIGN_IN_FAILED = credentials.SIGN_IN_FAILED
-RATE_LIMITED = credentials.RATE_LIMITED
-NOT_THIS_BROWSER = (
-    "This approval page only works in the same browser you signed in with. Open the link your "
-    "application gave you in that browser, or go back to your application and connect again."
-)
-LINK_USED = (
-    "This sign-in link has expired or was already used. Go back to your application and "
-    "connect again."
-)
-REQUEST_USED = (
-    "This approval form has expired or was already used. Go back to your application and "
-    "connect again."
-)
-
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-class OAuthRefused(Exception):
-    """A request the authorization server refuses; ``description`` is shown to the caller."""
-
-    def __init__(self, description: str) -> None:
-        super().__init__(description)
-        self.description = description
-
-
-class RequestExpired(OAuthRefused):
-    pass
-
-
-class SignInFailed(OAuthRefused):
-    pass
-
-
-class NotThisBrowser(OAuthRefused):
-    """The request was signed in to from another browser (or the cookie is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +131,7 @@ class AuthorizationService:
         )
 
     def client(self, client_id: str) -> dict[str, Any] | None:
-        """A registered client's metadata (registration itself is ``registration``)."""
+        """A registered client's metadata (registration itself is ``oauth_clients``)."""
         with self.db.read() as conn:
             row = oauth_repo.find_client(conn, client_id)
         return None if row is None else dict(json.loads(row.metadata))
@@ -207,11 +182,11 @@ class AuthorizationService:
         if pending.signed_in:
             raise RequestExpired(LINK_USED)
         if not hmac.compare_digest(pending.csrf, csrf):
-            raise RequestExpired("This form has expired. Reload the page and try again.")
+            raise RequestExpired(FORM_EXPIRED)
         new_csrf, browser = secrets.token_urlsafe(24), secrets.token_urlsafe(32)
         now = self.clock.now()
 
-        def signed_in(conn: Any, account: repo.AccountRecord) -> None:
+        def signed_in(conn: Connection, account: repo.AccountRecord) -> None:
             # A new CSRF token for the consent form (a fresh secret after authentication);
             # a request signed in to meanwhile keeps its first browser (and the authenticator
             # code stays unspent: the transaction is rolled back).
@@ -321,7 +296,7 @@ class AuthorizationService:
             return self._issue(conn, grant.family, grant.client_id, grant.account_id, now)
 
     def _issue(
-        self, conn: Any, family: str, client_id: str, account_id: str, now: int
+        self, conn: Connection, family: str, client_id: str, account_id: str, now: int
     ) -> IssuedTokens:
         access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         common = {
@@ -387,7 +362,7 @@ def _same_browser(row: oauth_repo.RequestRow, browser: str | None) -> bool:
     return hmac.compare_digest(row.browser_hash, digest(browser))
 
 
-def _registered(conn: Any, client_id: str, redirect_uri: str) -> bool:
+def _registered(conn: Connection, client_id: str, redirect_uri: str) -> bool:
     client = oauth_repo.find_client(conn, client_id)
     if client is None:
         return False
