@@ -29,6 +29,7 @@ from paysign.http.problems import problem_response
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes
 from paysign.portal import create_portal
+from paysign.protocol import WalletSigner
 from paysign.services.catalog import Catalog
 from paysign.services.oauth_clients import Registrations
 from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
@@ -41,11 +42,18 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     problem_base = settings.resolved_problem_base
     catalog = Catalog(runtime.db, settings)
     store = signing_store_for(runtime.db)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry, tiers or catalog)
-    public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
     signer = SignerProcess() if settings.signer_process else None
     if signer is not None:
         runtime.db.on_dispose(signer.close)
+    deps = SigningDeps(
+        store,
+        runtime.vault,
+        runtime.clock,
+        runtime.registry,
+        tiers or catalog,
+        wallet_signer=signer.wallet_signer if signer is not None else WalletSigner,
+    )
+    public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
     sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes, completion=signer)
     openapi = openapi_document(settings, runtime.registry)
 

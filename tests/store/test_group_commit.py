@@ -5,12 +5,14 @@ and policy as they are when it runs."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 
 import coincurve
 import pytest
 
 from conftest import signature_body
+from paysign.custody.child_signer import ChildSigner
 from paysign.custody.signer_process import SignerProcess
 from paysign.errors import NotAuthenticated, PaysignError, SellerDenied, SpendCapExceeded
 from paysign.policy.caps import day_window
@@ -22,14 +24,16 @@ from paysign.services.signing import (
     SigningOutcome,
     by_api_key,
     signed_payment,
+    signing_committer,
     signing_work,
 )
+from paysign.services.signing_context import SigningContext
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.group_commit import GroupCommitter
-from paysign.store.signing_store import SigningTransaction, signing_store_for
+from paysign.store.signing_store import signing_store_for
 
-Work = Callable[[SigningTransaction], SigningOutcome]
+Work = Callable[[SigningContext], SigningOutcome]
 
 
 @pytest.fixture
@@ -42,7 +46,9 @@ def work_for(deps: SigningDeps, account, *, amount: int = 10_000) -> Work:
     return signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False)
 
 
-async def run_all(committer: GroupCommitter[SigningOutcome], works: list[Work]) -> list[object]:
+async def run_all(
+    committer: GroupCommitter[SigningContext, SigningOutcome], works: list[Work]
+) -> list[object]:
     return await asyncio.gather(*(committer.run(w) for w in works), return_exceptions=True)
 
 
@@ -62,15 +68,15 @@ def failing(deps: SigningDeps, account) -> Work:
     """A request that writes (a reservation and its record), then faults."""
     inner = work_for(deps, account)
 
-    def work(tx: SigningTransaction) -> SigningOutcome:
-        inner(tx)
+    def work(context: SigningContext) -> SigningOutcome:
+        inner(context)
         raise Boom("the vault is unreachable")
 
     return work
 
 
 def test_concurrent_requests_share_transactions_and_all_sign(deps, runtime, account) -> None:
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(40)]))
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
     assert len({o.nonce for o in outcomes if isinstance(o, PreparedPayment)}) == 40
@@ -79,7 +85,7 @@ def test_concurrent_requests_share_transactions_and_all_sign(deps, runtime, acco
 
 
 def test_one_failing_request_fails_alone(deps, runtime, account, clock) -> None:
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
     works = [work_for(deps, account) for _ in range(30)]
     works.insert(7, failing(deps, account))
     outcomes = asyncio.run(run_all(committer, works))
@@ -101,7 +107,7 @@ def test_a_batch_never_passes_the_cap_and_records_every_refusal(
     doc = policy.get_policy(runtime.db, email=account["email"])
     doc["caps"].update({"perPayment": None, "daily": 5 * 100_000})
     policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=doc)
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
     outcomes = asyncio.run(
         run_all(committer, [work_for(deps, account, amount=100_000) for _ in range(20)])
     )
@@ -123,8 +129,8 @@ def test_each_seller_of_a_batch_gets_its_own_decision(deps, runtime, account) ->
         else work_for(deps, account)
         for i in range(10)
     ]
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
-    outcomes = committer.run_batch(works)  # one transaction: the decisions are memoised in it
+    committer = signing_committer(deps)
+    outcomes = committer.run_batch(works)  # one transaction: its context keeps the decision
     assert [type(o) for o in outcomes] == [PreparedPayment, SellerDenied] * 5
     signatures, refusals = ledger(runtime, account)
     assert (len(signatures), len(refusals)) == (5, 5)
@@ -132,7 +138,7 @@ def test_each_seller_of_a_batch_gets_its_own_decision(deps, runtime, account) ->
 
 
 def test_a_key_revoked_between_batches_is_refused_by_the_next(deps, runtime, account) -> None:
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
 
     async def scenario() -> tuple[list[object], list[object]]:
         first = await run_all(committer, [work_for(deps, account) for _ in range(5)])
@@ -146,7 +152,7 @@ def test_a_key_revoked_between_batches_is_refused_by_the_next(deps, runtime, acc
 
 
 def test_outcomes_are_raised_only_once_committed(deps, account) -> None:
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
     outcome = asyncio.run(committer.run(work_for(deps, {**account, "api_key": "psk_" + "x" * 40})))
     assert isinstance(outcome, PaysignError)
     with pytest.raises(NotAuthenticated):
@@ -156,12 +162,16 @@ def test_outcomes_are_raised_only_once_committed(deps, account) -> None:
 def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account) -> None:
     if runtime.db.is_sqlite:
         pytest.skip("PostgreSQL connections only")
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
     assert all(
         isinstance(o, PreparedPayment)
         for o in asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
     )
-    pids = [conn.info.backend_pid for conn, _ in deps.store._pool._idle]
+    pool = deps.store.pool
+    idle = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
+    pids = [conn.info.backend_pid for conn in idle]
+    for conn in idle:
+        pool.putconn(conn)
     assert pids
     with runtime.db.write() as conn:
         for pid in pids:  # only this store's own connections
@@ -190,7 +200,7 @@ def test_a_wallet_key_is_opened_once_per_transaction_and_never_kept(runtime, acc
     store = signing_store_for(runtime.db)
     try:
         deps = SigningDeps(store, vault, runtime.clock, runtime.registry)
-        committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store)
+        committer = signing_committer(deps)
         first = committer.run_batch([work_for(deps, account) for _ in range(10)])
         assert all(isinstance(o, PreparedPayment) for o in first)
         assert vault.opened == 1
@@ -230,7 +240,7 @@ async def until(condition: Callable[[], bool]) -> None:
 
 def test_requests_are_answered_only_when_the_completion_delivers(deps, runtime, account) -> None:
     held = HeldCompletion()
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=held)
+    committer = signing_committer(deps, held)
     stranger = {**account, "api_key": "psk_" + "x" * 40}
     works = [work_for(deps, account) for _ in range(12)] + [work_for(deps, stranger)]
 
@@ -256,7 +266,7 @@ def test_requests_are_answered_only_when_the_completion_delivers(deps, runtime, 
 
 def test_a_failed_work_is_not_the_completions_and_still_fails(deps, account) -> None:
     held = HeldCompletion()
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=held)
+    committer = signing_committer(deps, held)
 
     async def scenario() -> list[object]:
         tasks = [asyncio.ensure_future(committer.run(work_for(deps, account))) for _ in range(5)]
@@ -281,9 +291,7 @@ class BrokenCompletion:
 
 
 def test_a_broken_completion_still_answers_every_request(deps, account) -> None:
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(
-        deps.store, completion=BrokenCompletion()
-    )
+    committer = signing_committer(deps, BrokenCompletion())
     outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(10)]))
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
     assert all(signed_payment(o).header for o in outcomes)  # signed where answered
@@ -298,7 +306,8 @@ def signer_of(signature: bytes, digest: bytes) -> str:
 
 def test_a_signer_process_signs_committed_batches_for_their_wallet(deps, account) -> None:
     signer = SignerProcess()
-    committer: GroupCommitter[SigningOutcome] = GroupCommitter(deps.store, completion=signer)
+    deps = dataclasses.replace(deps, wallet_signer=signer.wallet_signer)
+    committer = signing_committer(deps, signer)
 
     async def scenario() -> list[object]:
         warm = await run_all(committer, [work_for(deps, account) for _ in range(4)])
@@ -314,9 +323,11 @@ def test_a_signer_process_signs_committed_batches_for_their_wallet(deps, account
     assert len(payments) == 40
     # One batch of 40 (SQLite), or a lone first request and a batch of 39 (PostgreSQL, whose
     # first request starts a batch at once): a lone payment is signed where it is answered.
-    signed_before_delivery = [p for p in payments if p.signature is not None]
-    assert signer.signed_by_child == len(signed_before_delivery) >= 39
-    assert all(signed_payment(p).header for p in payments)
-    assert {signer_of(p.signature, p.digest) for p in payments if p.signature} == {
+    ahead = [p for p in payments if isinstance(p.signer, ChildSigner)]
+    ahead = [p for p in ahead if p.signer.has_signed(p.digest)]
+    assert signer.signed_by_child == len(ahead) >= 39
+    # What the child made, taken as the answer takes it: a signature by the account's wallet.
+    assert {signer_of(p.signer.sign_digest(p.digest), p.digest) for p in ahead} == {
         account["wallet"]
     }
+    assert all(signed_payment(p).header for p in payments)

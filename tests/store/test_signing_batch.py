@@ -17,9 +17,8 @@ from paysign.policy.decide import Grant, PolicySettings
 from paysign.policy.seller import SellerLocation
 from paysign.protocol import PreparedPayment
 from paysign.services import accounts, keys, policy
-from paysign.services.signing import SigningDeps, by_api_key, signing_work
+from paysign.services.signing import SigningDeps, by_api_key, signing_committer, signing_work
 from paysign.store import policy_repo
-from paysign.store.group_commit import GroupCommitter
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
@@ -237,7 +236,7 @@ def test_two_accounts_in_one_batch_each_keep_their_own_caps(runtime, signing_sto
         for _ in range(6)
         for key in (first, second)
     ]
-    committer: GroupCommitter[object] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
 
     async def all_at_once() -> list[object]:
         return await asyncio.gather(*(committer.run(w) for w in works))
@@ -264,7 +263,7 @@ def test_a_batch_across_midnight_charges_each_day_its_own(runtime, signing_store
     before = [signing_work(deps, by_api_key(key), body, sandbox=False) for _ in range(3)]
     clock.advance(2)
     after = [signing_work(deps, by_api_key(key), body, sandbox=False) for _ in range(3)]
-    committer: GroupCommitter[object] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
 
     async def all_at_once() -> list[object]:
         return await asyncio.gather(*(committer.run(w) for w in before + after))
@@ -282,7 +281,7 @@ def test_after_a_refused_first_payment_smaller_ones_still_fit(runtime, signing_s
     the payments after it are checked against what was read."""
     deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
     key, account_id = new_account(runtime, {"perPayment": None, "daily": 25_000, "monthly": None})
-    committer: GroupCommitter[object] = GroupCommitter(deps.store)
+    committer = signing_committer(deps)
 
     def pay(amount: int) -> object:
         return signing_work(

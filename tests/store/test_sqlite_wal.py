@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import signature_body
-from paysign.services.signing import SigningDeps, by_api_key, signed_payment, signing_work
+from paysign.services.signing import SigningDeps, by_api_key, sign_payment_for
 from paysign.store.database import Database
 from paysign.store.signing_store import SqliteSigningStore
 
@@ -29,10 +29,7 @@ def test_the_wal_starts_over_under_steady_writes(runtime, account, tmp_path: Pat
     try:
         largest = 0
         for _ in range(3_000):
-            work = signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False)
-            with store.transaction() as tx:
-                outcome = work(tx)
-            signed_payment(outcome)
+            sign_payment_for(deps, by_api_key(account["api_key"]), body, sandbox=False)
             time.sleep(0.0005)  # what a request spends outside the transaction
             largest = max(largest, wal.stat().st_size if wal.exists() else 0)
     finally:

@@ -25,15 +25,7 @@ from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
 from paysign.http.problems import problem_body
 from paysign.protocol import SignedPayment
 from paysign.services.keys import bearer_token, looks_like_api_key
-from paysign.services.signing import (
-    SigningDeps,
-    SigningOutcome,
-    authenticate,
-    by_api_key,
-    signed_payment,
-    signing_work,
-)
-from paysign.store.group_commit import Completion, GroupCommitter
+from paysign.services.signing import Completion, SigningDeps, SigningQueue, authenticate, by_api_key
 
 _JSON = b"application/json"
 _PROBLEM_JSON = b"application/problem+json"
@@ -99,8 +91,8 @@ async def respond(
 
 class SignatureEndpoint:
     """The ASGI app for ``POST /wallets/signatures``; concurrent requests share transactions
-    (``store.group_commit``), and with a ``completion`` (``custody.signer_process``) their
-    signatures are made beside the event loop."""
+    (``services.signing.SigningQueue``), and with a ``completion`` (``custody.signer_process``)
+    their signatures are made beside the event loop."""
 
     def __init__(
         self,
@@ -113,9 +105,7 @@ class SignatureEndpoint:
         self.deps = deps
         self.problem_base = problem_base
         self.max_body_bytes = max_body_bytes
-        self.committer: GroupCommitter[SigningOutcome] = GroupCommitter(
-            deps.store, completion=completion
-        )
+        self.queue = SigningQueue(deps, completion)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deps = self.deps
@@ -130,8 +120,7 @@ class SignatureEndpoint:
                 # An unauthenticated caller learns nothing from a 4xx: check the key first.
                 await call_store(deps, authenticate, deps, token)
                 raise
-            work = signing_work(deps, by_api_key(token), body, sandbox=sandbox)
-            signed = signed_payment(await self.committer.run(work))
+            signed = await self.queue.sign(by_api_key(token), body, sandbox=sandbox)
         except NotAuthenticated:
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])

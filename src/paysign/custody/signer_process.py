@@ -9,7 +9,8 @@ the rest of the batch and commits. A thread could not do this: the loop would ha
 it the GIL for every signature.
 
     signer = SignerProcess()
-    committer = GroupCommitter(store, completion=signer)  # ran / committed are its hooks
+    deps = SigningDeps(..., wallet_signer=signer.wallet_signer)  # the wallets' keys: ChildSigner
+    queue = SigningQueue(deps, completion=signer)  # ran / committed are its group-commit hooks
     ...
     signer.close()
 
@@ -17,8 +18,10 @@ Nothing here changes what is answered, only where the signature is made:
 
 * a lone request (a batch of one payment) is signed on the loop, as before: its latency does
   not wait for a pipe;
+* only a payment whose signer is a ``ChildSigner`` (a custodial wallet's key, opened by this
+  service) goes to the child; its signature waits in that signer until the payment is answered;
 * a payment whose signature does not come back (the process died, stalled, refused the key,
-  or is not started yet) is signed on the loop by ``PreparedPayment.signed()``;
+  or is not started yet) is signed on the loop when answered (``PreparedPayment.signed()``);
 * a process that died is started again, at most ``max_restarts`` times per
   ``restart_window`` seconds; past that everything is signed on the loop (and logged).
 
@@ -39,6 +42,7 @@ from typing import IO
 
 import structlog
 
+from paysign.custody.child_signer import ChildSigner
 from paysign.custody.signer_worker import (
     JOB_BYTES,
     READY,
@@ -46,7 +50,7 @@ from paysign.custody.signer_worker import (
     SIGNATURE_BYTES,
     write_all,
 )
-from paysign.protocol import PreparedPayment, WalletSigner
+from paysign.protocol import PreparedPayment
 
 log = structlog.get_logger("paysign.signer")
 
@@ -151,6 +155,10 @@ class SignerProcess:
     def pid(self) -> int | None:
         return self._child.process.pid if self._child is not None else None
 
+    def wallet_signer(self, private_key: bytes, address: bytes) -> ChildSigner:
+        """The signer for a custodial wallet whose payments this process may sign."""
+        return ChildSigner(private_key, address)
+
     # --- group_commit.Completion ---
 
     def ran(self, outcome: object) -> None:
@@ -165,11 +173,7 @@ class SignerProcess:
     def committed(self, outcomes: Sequence[object], deliver: Callable[[], None]) -> None:
         """The batch is committed: ``deliver`` once its payments are signed (or at once)."""
         self._unsent = []  # a rolled-back batch's payments are nobody's any more
-        payments = [
-            o
-            for o in outcomes
-            if isinstance(o, PreparedPayment) and o.signature is None and _offloadable(o)
-        ]
+        payments = [o for o in outcomes if isinstance(o, PreparedPayment) and _unsigned(o)]
         unsent = [p for p in payments if id(p) not in self._waiters]
         lone = len(payments) == 1 and unsent
         if not payments or lone or not self._available():
@@ -265,7 +269,9 @@ class SignerProcess:
         payment = self._in_flight.popleft()
         self._answers += 1
         if signature != REFUSED:
-            payment.signature = signature
+            signer = payment.signer
+            assert isinstance(signer, ChildSigner)
+            signer.made_ahead(payment.digest, signature)
             self.signed_by_child += 1
         waiter = self._waiters.pop(id(payment))
         if waiter is not None:
@@ -305,16 +311,22 @@ def _child_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.startswith("PAYSIGN_")}
 
 
+def _unsigned(payment: PreparedPayment) -> bool:
+    """For the child, and not signed by it yet."""
+    signer = payment.signer
+    return type(signer) is ChildSigner and not signer.has_signed(payment.digest)
+
+
 def _offloadable(payment: PreparedPayment) -> bool:
     # Only a custodial wallet's own key goes to the child; any other signer (an HSM, a test
     # key object) signs where it is.
-    return type(payment.signer) is WalletSigner
+    return type(payment.signer) is ChildSigner
 
 
 def _job(payment: PreparedPayment) -> bytes:
     signer = payment.signer
-    assert isinstance(signer, WalletSigner)
-    job = signer.private_key_for_signer_process() + payment.digest
+    assert isinstance(signer, ChildSigner)
+    job = signer.job_for(payment.digest)
     assert len(job) == JOB_BYTES
     return job
 

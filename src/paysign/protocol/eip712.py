@@ -226,10 +226,5 @@ class WalletSigner:
             raise ValueError("libsecp256k1 refused to sign")
         return signature
 
-    def private_key_for_signer_process(self) -> bytes:
-        """The key, for the service's own signer process only (``custody.signer_process``);
-        never log, return or store it."""
-        return self._key
-
     def __repr__(self) -> str:  # never show the key
         return f"WalletSigner(address={checksum_address(self.address)})"

@@ -53,39 +53,26 @@ def valid_before_for(terms: PaymentTerms, now: int) -> int:
     return now + min(MAX_SIGNATURE_LIFETIME_SECONDS, terms.max_timeout_seconds)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class PreparedPayment:
-    """A payment whose digest is ready and whose signature may be made elsewhere.
+    """A payment whose digest is ready: everything of the authorization but its signature.
 
-    The signing service records a payment, commits, and only then answers; the signature
-    itself can be made meanwhile by another process (``custody.signer_process``), which sets
-    ``signature``. ``signed()`` wraps it for the seller, signing here if nobody did.
+    The signing service records a payment, commits, and only then answers; ``signed()`` asks
+    the signer for the signature then. A signer may have made it ahead, elsewhere (the
+    custodial wallets' signer, ``custody.signer_process``); this object never changes.
     """
 
-    __slots__ = ("digest", "nonce", "signature", "signer", "terms", "valid_before")
-
-    def __init__(
-        self,
-        terms: PaymentTerms,
-        signer: DigestSigner,
-        valid_before: int,
-        nonce: bytes,
-        digest: bytes,
-    ) -> None:
-        self.terms = terms
-        self.signer = signer
-        self.valid_before = valid_before
-        self.nonce = nonce
-        self.digest = digest
-        self.signature: bytes | None = None
+    terms: PaymentTerms
+    signer: DigestSigner
+    valid_before: int
+    nonce: bytes
+    digest: bytes
 
     def signed(self) -> SignedPayment:
-        signature = self.signature
-        if signature is None:
-            signature = self.signature = self.signer.sign_digest(self.digest)
-        return _signed_payment(self, signature)
+        return _signed_payment(self, self.signer.sign_digest(self.digest))
 
     def __repr__(self) -> str:  # the signer hides its key; the digest and nonce are no secret
-        return f"PreparedPayment(nonce=0x{self.nonce.hex()}, signed={self.signature is not None})"
+        return f"PreparedPayment(nonce=0x{self.nonce.hex()}, signer={self.signer!r})"
 
 
 def prepare_payment(

@@ -36,9 +36,11 @@ from paysign.store.signing_store import SigningStore, SigningTransaction
 
 log = structlog.get_logger("paysign.store")
 
+C = TypeVar("C")
 T = TypeVar("T")
 
-Work = Callable[[SigningTransaction], T]
+#: A request's part inside the transaction: given the batch's context, its outcome.
+Work = Callable[[C], T]
 
 #: The most requests one transaction takes: bounds how long the first of them waits.
 MAX_BATCH = 64
@@ -64,23 +66,28 @@ class _Failed:
         self.error = error
 
 
-class GroupCommitter(Generic[T]):
+class GroupCommitter(Generic[C, T]):
+    """Runs works in shared transactions; ``begin`` makes, for each transaction, the context
+    its works are given (what they share for as long as the transaction, and no longer)."""
+
     def __init__(
         self,
         store: SigningStore,
+        begin: Callable[[SigningTransaction], C],
         *,
         max_inflight: int = 1,
         max_batch: int = MAX_BATCH,
         completion: Completion | None = None,
     ) -> None:
         self._store = store
+        self._begin = begin
         self._completion = completion
         self._max_inflight = 1 if store.inline else max_inflight
         self._max_batch = max_batch
-        self._queue: list[tuple[Work[T], asyncio.Future[T]]] = []
+        self._queue: list[tuple[Work[C, T], asyncio.Future[T]]] = []
         self._inflight = 0
 
-    async def run(self, work: Work[T]) -> T:
+    async def run(self, work: Work[C, T]) -> T:
         """``work(tx)``'s result, once the transaction it ran in is committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
@@ -93,7 +100,7 @@ class GroupCommitter(Generic[T]):
             self._start_batches(loop)
         return await future
 
-    def _take(self) -> list[tuple[Work[T], asyncio.Future[T]]]:
+    def _take(self) -> list[tuple[Work[C, T], asyncio.Future[T]]]:
         batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
         return batch
 
@@ -118,7 +125,7 @@ class GroupCommitter(Generic[T]):
     def _finished(
         self,
         loop: asyncio.AbstractEventLoop,
-        batch: list[tuple[Work[T], asyncio.Future[T]]],
+        batch: list[tuple[Work[C, T], asyncio.Future[T]]],
         done: asyncio.Future[list[T | _Failed]],
     ) -> None:
         self._inflight -= 1
@@ -132,7 +139,7 @@ class GroupCommitter(Generic[T]):
         self._start_batches(loop)
 
     def _complete(
-        self, batch: list[tuple[Work[T], asyncio.Future[T]]], outcomes: list[T | _Failed]
+        self, batch: list[tuple[Work[C, T], asyncio.Future[T]]], outcomes: list[T | _Failed]
     ) -> None:
         if self._completion is None:
             _settle(batch, outcomes)
@@ -147,7 +154,7 @@ class GroupCommitter(Generic[T]):
             deliver()
 
     def run_batch(
-        self, works: list[Work[T]], ran: Callable[[object], None] | None = None
+        self, works: list[Work[C, T]], ran: Callable[[object], None] | None = None
     ) -> list[T | _Failed]:
         """Every work in one transaction; each alone in its own when anything fails.
 
@@ -155,9 +162,10 @@ class GroupCommitter(Generic[T]):
         """
         try:
             with self._store.transaction() as tx:
+                context = self._begin(tx)
                 results: list[T | _Failed] = []
                 for work in works:
-                    outcome = work(tx)
+                    outcome = work(context)
                     results.append(outcome)
                     if ran is not None:
                         ran(outcome)
@@ -166,15 +174,15 @@ class GroupCommitter(Generic[T]):
             pass
         return [self._alone(work) for work in works]
 
-    def _alone(self, work: Work[T]) -> T | _Failed:
+    def _alone(self, work: Work[C, T]) -> T | _Failed:
         try:
             with self._store.transaction() as tx:
-                return work(tx)
+                return work(self._begin(tx))
         except Exception as exc:
             return _Failed(exc)
 
 
-def _settle(batch: list[tuple[Work[T], asyncio.Future[T]]], outcomes: list[T | _Failed]) -> None:
+def _settle(batch: list[tuple[Work[C, T], asyncio.Future[T]]], outcomes: list[T | _Failed]) -> None:
     for (_, future), outcome in zip(batch, outcomes, strict=True):
         if future.done():  # the request was cancelled (its client went away)
             continue

@@ -28,7 +28,7 @@ seen had it run alone after the requests before it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -138,7 +138,6 @@ class BatchTransaction:
 
     def __init__(self, statements: SigningStatements) -> None:
         self._sql = statements
-        self.memo: dict[Hashable, object] = {}
         self._holders: dict[tuple[bytes, int] | str, KeyHolder | None] = {}
         self._grants: dict[tuple[str, tuple[str, ...]], list[Grant]] = {}
         self._windows: dict[tuple[str, int, int], _Windows] = {}
@@ -240,5 +239,4 @@ class BatchTransaction:
             self._sql.insert_refusals(self._refusals)
         self._windows.clear()
         self._queues.clear()
-        self.memo.clear()  # opened wallet keys among it: kept no longer than the transaction
         self._signatures, self._touched, self._pending, self._refusals = [], {}, [], []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
@@ -41,10 +41,6 @@ SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
 class SigningTransaction(Protocol):
     """What a signing request asks of the store, inside a database transaction that the
     requests of one batch share (``signing_batch.BatchTransaction``)."""
-
-    #: What the requests of the transaction work out alike (a decision, an opened wallet key),
-    #: kept for as long as the transaction and no longer.
-    memo: dict[Hashable, object]
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
 
