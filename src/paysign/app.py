@@ -33,6 +33,7 @@ from paysign.protocol import WalletSigner
 from paysign.services.catalog import Catalog
 from paysign.services.oauth_clients import Registrations
 from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
+from paysign.services.readiness import database_probe
 from paysign.services.signing import SigningDeps
 from paysign.store.signing_store import signing_store_for
 
@@ -107,7 +108,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         Route("/buyers/catalog", public_catalog, methods=["GET"]),
         Route(urlsplit(settings.resolved_catalog_file_url).path, full_catalog, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", make_readyz(runtime.db), methods=["GET"]),
+        Route("/readyz", make_readyz(database_probe(runtime.db)), methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
     ]

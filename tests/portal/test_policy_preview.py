@@ -13,9 +13,9 @@ import pytest
 from conftest import FrozenClock
 from paysign.bootstrap import Runtime
 from paysign.policy.rules import parse_rule
-from paysign.portal.rule_preview import examples
 from paysign.services import accounts, policy
 from paysign.services.catalog import demo_catalog, import_catalog
+from paysign.services.rule_preview import examples
 from paysign.store.schema import pending_sellers, refusals, signatures
 from portal.conftest import csrf_of, error_of, signed_in
 

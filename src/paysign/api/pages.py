@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -11,7 +12,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.http.problems import PROBLEM_TYPES, problem_response
-from paysign.store.database import Database
 
 
 def json_response(body: Any, status: int = 200) -> Response:
@@ -22,15 +22,7 @@ async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
-def make_readyz(db: Database) -> Any:
-    def probe() -> bool:
-        try:
-            with db.read() as conn:
-                conn.exec_driver_sql("SELECT 1")
-            return True
-        except Exception:
-            return False
-
+def make_readyz(probe: Callable[[], bool]) -> Any:
     async def readyz(request: Request) -> Response:
         ok = await run_in_threadpool(probe)
         return json_response({"status": "ok" if ok else "unavailable"}, 200 if ok else 503)

@@ -9,9 +9,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from paysign.errors import AccountAlreadyExists, InvalidAccountInput
-from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, HEADERS, PREFIX, Portal
+from paysign.services import account_security, portal_sign_in
 from paysign.services.accounts import MIN_PASSWORD_LENGTH
+from paysign.services.sessions import Session
 from paysign.services.sign_in import CredentialsRefused
 
 # Every use of this answer counts as a failed sign-in of the client's address, so looking up
@@ -33,18 +34,19 @@ class AccountPages:
             if session is not None and session.account_id:
                 return RedirectResponse(f"{PREFIX}/", status_code=303, headers=HEADERS)
             if session is None:
-                session = await run_in_threadpool(self.portal.service.sessions.start_anonymous)
+                session = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
             return self.portal.render("sign_in.html", session, title="Sign in to paysign")
         session, form = await self.portal.form_session(request)
         if session is None:
-            fresh = await run_in_threadpool(self.portal.service.sessions.start_anonymous)
+            fresh = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
             return self.portal.render(
                 "sign_in.html", fresh, status=403, title="Sign in to paysign", error=FORM_EXPIRED
             )
         address = request.client.host if request.client else "unknown"
         try:
             signed_in = await run_in_threadpool(
-                self.portal.service.sign_in,
+                portal_sign_in.sign_in,
+                self.portal.deps,
                 session,
                 form.get("email", ""),
                 form.get("password", ""),
@@ -69,13 +71,13 @@ class AccountPages:
         if request.method == "GET":
             session = await self.portal.session_of(request)
             if session is None:
-                session = await run_in_threadpool(self.portal.service.sessions.start_anonymous)
+                session = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
             return self.portal.render(
                 "sign_up.html", session, title=title, min_password=MIN_PASSWORD_LENGTH
             )
         session, form = await self.portal.form_session(request)
         if session is None:
-            fresh = await run_in_threadpool(self.portal.service.sessions.start_anonymous)
+            fresh = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
             return self.portal.render(
                 "sign_up.html",
                 fresh,
@@ -87,7 +89,8 @@ class AccountPages:
         address = request.client.host if request.client else "unknown"
         try:
             created, uri = await run_in_threadpool(
-                self.portal.service.sign_up,
+                portal_sign_in.sign_up,
+                self.portal.deps,
                 form.get("email", ""),
                 form.get("password", ""),
                 address,
@@ -122,7 +125,7 @@ class AccountPages:
         session, _ = await self.portal.form_session(request)
         if session is None:
             return self.portal.refused(FORM_EXPIRED, 403)
-        await run_in_threadpool(self.portal.service.sessions.end, session)
+        await run_in_threadpool(self.portal.deps.sessions.end, session)
         response = RedirectResponse(f"{PREFIX}/sign-in", status_code=303, headers=HEADERS)
         response.delete_cookie(
             self.portal.cookie_name,
@@ -144,7 +147,7 @@ class AccountPages:
     ) -> Response:
         assert session.account_id is not None
         assistants = await run_in_threadpool(
-            self.portal.service.connected_assistants, session.account_id
+            account_security.connected_assistants, self.portal.deps, session.account_id
         )
         return self.portal.render(
             "settings.html",
@@ -162,7 +165,8 @@ class AccountPages:
             return self.portal.refused(FORM_EXPIRED, 403)
         try:
             ended = await run_in_threadpool(
-                self.portal.service.change_password,
+                account_security.change_password,
+                self.portal.deps,
                 session,
                 form.get("current", ""),
                 form.get("new", ""),
@@ -181,7 +185,8 @@ class AccountPages:
             return self.portal.refused(FORM_EXPIRED, 403)
         try:
             secret, uri, token = await run_in_threadpool(
-                self.portal.service.start_authenticator_reset,
+                account_security.start_authenticator_reset,
+                self.portal.deps,
                 session,
                 form.get("current", ""),
                 form.get("totp", ""),
@@ -204,7 +209,8 @@ class AccountPages:
             return self.portal.refused(FORM_EXPIRED, 403)
         try:
             ended = await run_in_threadpool(
-                self.portal.service.confirm_authenticator_reset,
+                account_security.confirm_authenticator_reset,
+                self.portal.deps,
                 session,
                 form.get("token", ""),
                 form.get("totp", ""),
@@ -220,7 +226,9 @@ class AccountPages:
         session, _ = await self.portal.form_session(request)
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
-        ended = await run_in_threadpool(self.portal.service.end_other_sessions, session)
+        ended = await run_in_threadpool(
+            account_security.end_other_sessions, self.portal.deps, session
+        )
         return await self._settings_page(session, notice=f"{ended} other session(s) signed out.")
 
     async def disconnect_assistants(self, request: Request) -> Response:
@@ -228,7 +236,7 @@ class AccountPages:
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
         ended = await run_in_threadpool(
-            self.portal.service.disconnect_assistants, session.account_id
+            account_security.disconnect_assistants, self.portal.deps, session.account_id
         )
         return await self._settings_page(
             session, notice=f"{ended} connected assistant(s) disconnected."

@@ -18,11 +18,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from paysign.portal.sessions import Session
 from paysign.portal.web import HEADERS, PREFIX, Portal
 from paysign.protocol.networks import resolve_network
 from paysign.services import activity
-from paysign.store.activity_repo import MAX_SELLER_FILTER, ActivityFilters, Cursor
+from paysign.services.activity import MAX_SELLER_FILTER, ActivityFilters, Cursor
+from paysign.services.sessions import Session
 
 PAGE_SIZE = 50
 DAY = 86_400
@@ -140,7 +140,7 @@ class ActivityPages:
             return self._render(session, form, status=400, error=str(bad), entries=[])
         found = await run_in_threadpool(
             activity.page_of,
-            self.portal.service.db,
+            self.portal.deps.db,
             session.account_id,
             filters,
             size=PAGE_SIZE,
@@ -167,7 +167,7 @@ class ActivityPages:
             params = request.query_params
             form = {name: params.get(name, "")[:MAX_SELLER_FILTER] for name in FILTER_FIELDS}
             return self._render(session, form, status=400, error=str(bad), entries=[])
-        batches = activity.all_rows(self.portal.service.db, session.account_id, filters)
+        batches = activity.all_rows(self.portal.deps.db, session.account_id, filters)
         return StreamingResponse(
             activity.csv_chunks(batches),
             media_type="text/csv; charset=utf-8",

@@ -17,10 +17,9 @@ from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
 from paysign.policy.decide import MAX_PENDING_SELLERS
-from paysign.portal import decisions
-from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal
-from paysign.services import approvals
+from paysign.services import approvals, policy_edits
+from paysign.services.sessions import Session
 from paysign.services.sign_in import CredentialsRefused
 
 _DONE = {"allow": "approved (allow list)", "deny": "denied (deny list)"}
@@ -51,7 +50,7 @@ class ApprovalPages:
         assert session.account_id is not None
         listing = await run_in_threadpool(
             approvals.pending_page,
-            self.portal.service.db,
+            self.portal.deps.db,
             session.account_id,
             page=page,
             size=PAGE_SIZE,
@@ -88,8 +87,8 @@ class ApprovalPages:
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
             await run_in_threadpool(
-                decisions.decide_many,
-                self.portal.service,
+                policy_edits.decide_many,
+                self.portal.deps,
                 session.account_id,
                 [seller],
                 kind,
@@ -123,8 +122,8 @@ class ApprovalPages:
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
             rules = await run_in_threadpool(
-                decisions.decide_many,
-                self.portal.service,
+                policy_edits.decide_many,
+                self.portal.deps,
                 session.account_id,
                 sellers,
                 kind,

@@ -11,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import FaucetRateLimited, FaucetTransferPending, SandboxChainUnavailable
-from paysign.portal.sandbox_wallet import SandboxWallet
-from paysign.portal.service import Overview, active_key
-from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal, usdc_text
+from paysign.services import portal_overview, sandbox_wallet
+from paysign.services.portal_overview import Overview
+from paysign.services.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,25 +58,26 @@ class DashboardPages:
 
     def __init__(self, portal: Portal) -> None:
         self.portal = portal
-        self.wallet = SandboxWallet(portal.service)
 
     async def _page(self, session: Session, *, status: int = 200, **context: Any) -> HTMLResponse:
         assert session.account_id is not None
-        service = self.portal.service
-        overview: Overview = await run_in_threadpool(service.overview, session.account_id)
+        deps = self.portal.deps
+        overview: Overview = await run_in_threadpool(
+            portal_overview.overview, deps, session.account_id
+        )
         # After the database read, not inside it: the chain may be slow or down.
-        balance = await run_in_threadpool(self.wallet.balance, overview.wallet_address)
+        balance = await run_in_threadpool(sandbox_wallet.balance, deps, overview.wallet_address)
         return self.portal.render(
             "home.html",
             session,
             status=status,
             title="Overview",
             overview=overview,
-            active=active_key(overview.keys, service.clock.now()),
+            active=portal_overview.active_key(overview.keys, overview.now),
             balance=balance,
-            sandbox=self.wallet.configured,
+            sandbox=sandbox_wallet.configured(deps),
             bars=[SpendBar.of(*window) for window in overview.spend],
-            faucet_amount=service.test_funds_amount,
+            faucet_amount=deps.test_funds_amount,
             **context,
         )
 
@@ -90,9 +91,11 @@ class DashboardPages:
         session, _ = await self.portal.form_session(request)
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
-        amount = usdc_text(self.portal.service.test_funds_amount)
+        amount = usdc_text(self.portal.deps.test_funds_amount)
         try:
-            grant = await run_in_threadpool(self.wallet.request_test_funds, session.account_id)
+            grant = await run_in_threadpool(
+                sandbox_wallet.request_test_funds, self.portal.deps, session.account_id
+            )
         except FaucetRateLimited as limited:
             page = await self._page(
                 session, status=429, error=f"No test funds this time: {limited.detail}."

@@ -9,10 +9,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import ActiveKeyExists, InvalidKeyExpiry, NoActiveKey
-from paysign.portal.service import active_key
-from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal
+from paysign.services import portal_keys, portal_overview
 from paysign.services.keys import MAX_EXPIRY_DAYS
+from paysign.services.sessions import Session
 from paysign.services.sign_in import CredentialsRefused
 
 
@@ -26,8 +26,10 @@ class KeyPages:
         self, session: Session, *, status: int = 200, **context: Any
     ) -> HTMLResponse:
         assert session.account_id is not None
-        overview = await run_in_threadpool(self.portal.service.overview, session.account_id)
-        active = active_key(overview.keys, self.portal.service.clock.now())
+        overview = await run_in_threadpool(
+            portal_overview.overview, self.portal.deps, session.account_id
+        )
+        active = portal_overview.active_key(overview.keys, overview.now)
         past = [k for k in overview.keys if k is not active]
         return self.portal.render(
             "keys.html",
@@ -57,7 +59,11 @@ class KeyPages:
             )
         try:
             issued = await run_in_threadpool(
-                self.portal.service.create_key, session.account_id, form.get("totp", ""), days
+                portal_keys.create_key,
+                self.portal.deps,
+                session.account_id,
+                form.get("totp", ""),
+                days,
             )
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
@@ -71,7 +77,7 @@ class KeyPages:
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
         try:
-            await run_in_threadpool(self.portal.service.revoke_key, session.account_id)
+            await run_in_threadpool(portal_keys.revoke_key, self.portal.deps, session.account_id)
         except NoActiveKey:
             return await self._keys_page(session, status=400, error="There is no active key.")
         return await self._keys_page(session, notice="The key is revoked; it no longer works.")

@@ -12,9 +12,9 @@ from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
 from paysign.policy.rules import parse_rule
-from paysign.portal.rule_preview import preview
-from paysign.portal.sessions import Session
 from paysign.portal.web import FORM_EXPIRED, Portal, parse_usdc
+from paysign.services import policy_edits, rule_preview
+from paysign.services.sessions import Session
 from paysign.services.sign_in import CredentialsRefused
 
 _APPROVALS = [
@@ -36,7 +36,9 @@ class PolicyPages:
 
     async def page(self, session: Session, *, status: int = 200, **context: Any) -> HTMLResponse:
         assert session.account_id is not None
-        current = await run_in_threadpool(self.portal.policy.get, session.account_id)
+        current = await run_in_threadpool(
+            policy_edits.current_policy, self.portal.deps, session.account_id
+        )
         return self.portal.render(
             "policy.html",
             session,
@@ -60,7 +62,9 @@ class PolicyPages:
     ) -> Response:
         assert session.account_id is not None
         try:
-            await run_in_threadpool(self.portal.policy.change, session.account_id, edit, code)
+            await run_in_threadpool(
+                policy_edits.change_policy, self.portal.deps, session.account_id, edit, code
+            )
         except InvalidPolicy as problem:
             return await self.page(session, status=400, error=problem.detail)
         except CredentialsRefused as refused:
@@ -130,7 +134,7 @@ class PolicyPages:
             return await self.page(session, status=400, error="Choose a rule and a list.", **typed)
         list_kind: Literal["allow", "deny"] = "allow" if kind == "allow" else "deny"
         found = await run_in_threadpool(
-            preview, self.portal.service, session.account_id, text, list_kind
+            rule_preview.preview, self.portal.deps, session.account_id, text, list_kind
         )
         if found.error is not None:
             return await self.page(session, status=400, error=found.error, preview=found, **typed)

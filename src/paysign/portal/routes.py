@@ -1,12 +1,11 @@
 """The portal's HTTP surface, mounted at ``/portal``: thin handlers that read the session and
-the form, call one ``PortalService`` use case, and render a template. One module per area.
+the form, call one use case in ``paysign.services``, and render a template. One module per area.
 """
 
 from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from paysign.bootstrap import Runtime
 from paysign.portal.account_pages import AccountPages
 from paysign.portal.activity_pages import ActivityPages
 from paysign.portal.approval_pages import ApprovalPages
@@ -14,9 +13,10 @@ from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
 from paysign.portal.policy_pages import PolicyPages
 from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_script
+from paysign.services.portal_deps import PortalRuntime
 
 
-def create_portal(runtime: Runtime) -> list[BaseRoute]:
+def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
     """The portal's routes, with their full paths under ``/portal``."""
     portal = Portal(runtime)
     account = AccountPages(portal)

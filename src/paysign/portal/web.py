@@ -19,13 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from paysign.bootstrap import Runtime
 from paysign.policy.caps import iso
 from paysign.portal.qr import qr_svg
-from paysign.portal.service import PolicyEdits, PortalService
-from paysign.portal.sessions import Session
 from paysign.protocol.usdc import format_usdc
 from paysign.protocol.usdc import parse_usdc as usdc_base_units
+from paysign.services.portal_deps import PortalDeps, PortalRuntime, portal_deps
+from paysign.services.sessions import Session
 
 PREFIX = "/portal"
 HEADERS = {
@@ -109,11 +108,11 @@ def _templates() -> Environment:
 
 
 class Portal:
-    """What every page shares: the service, templates, the session cookie and its CSRF check."""
+    """What every page shares: the use cases' dependencies, templates, the session cookie and its
+    CSRF check."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.service = PortalService(runtime)
-        self.policy = PolicyEdits(self.service)
+    def __init__(self, runtime: PortalRuntime) -> None:
+        self.deps: PortalDeps = portal_deps(runtime)
         self.cookie_name, self.secure = cookie_policy(runtime.settings.resolved_base_url)
         self.env = _templates()
 
@@ -151,7 +150,7 @@ class Portal:
 
     async def session_of(self, request: Request) -> Session | None:
         return await run_in_threadpool(
-            self.service.sessions.load, request.cookies.get(self.cookie_name)
+            self.deps.sessions.load, request.cookies.get(self.cookie_name)
         )
 
     async def form_session(self, request: Request) -> tuple[Session | None, dict[str, str]]:

@@ -13,7 +13,7 @@ from paysign.clock import Clock
 from paysign.custody import KeyVault, generate_wallet_key
 from paysign.errors import AccountNotFound, InvalidAccountInput
 from paysign.protocol.eip712 import address_of, checksum_address
-from paysign.store import oauth_repo, portal_repo
+from paysign.store import portal_repo, sign_in_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
@@ -47,14 +47,24 @@ def wallet_context(wallet_id: str) -> str:
     return f"wallet:{wallet_id}"
 
 
-def create_account(
-    db: Database, vault: KeyVault, clock: Clock, *, email: str, password: str
-) -> CreatedAccount:
-    email = normalise_email(email)
+def require_password_length(password: str) -> None:
+    """Raises ``InvalidAccountInput`` unless the password's length is allowed."""
     if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
         raise InvalidAccountInput(
             f"the password must be {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters long"
         )
+
+
+def hash_password(password: str) -> str:
+    """The stored form of a password: every account's password is hashed here, the same way."""
+    return _password_hasher.hash(password)
+
+
+def create_account(
+    db: Database, vault: KeyVault, clock: Clock, *, email: str, password: str
+) -> CreatedAccount:
+    email = normalise_email(email)
+    require_password_length(password)
     account_id = str(uuid.uuid4())
     wallet_id = str(uuid.uuid4())
     totp_secret = pyotp.random_base32()
@@ -64,7 +74,7 @@ def create_account(
     account = repo.AccountRecord(
         id=account_id,
         email=email,
-        password_hash=_password_hasher.hash(password),
+        password_hash=hash_password(password),
         sealed_totp_secret=vault.seal(totp_context(account_id), totp_secret.encode()).to_bytes(),
         created_at=now,
     )
@@ -90,6 +100,15 @@ def require_account(db: Database, email: str) -> repo.AccountRecord:
     return account
 
 
+def email_of(db: Database, account_id: str) -> str:
+    """The signed-in account's email; raises ``AccountNotFound`` once the account is gone."""
+    with db.read() as conn:
+        account = portal_repo.find_account(conn, account_id)
+    if account is None:
+        raise AccountNotFound("the signed-in account no longer exists")
+    return account.email
+
+
 def verify_password(account: repo.AccountRecord, password: str) -> bool:
     try:
         return _password_hasher.verify(account.password_hash, password)
@@ -106,7 +125,7 @@ def restart_enrolment(
     account is unknown, already enrolled, or the password is wrong."""
     with db.read() as conn:
         account = repo.find_account_by_email(conn, normalise_email(email))
-        if account is None or oauth_repo.has_accepted_code(conn, account.id):
+        if account is None or sign_in_repo.has_accepted_code(conn, account.id):
             return None
     if not verify_password(account, password):
         return None
@@ -114,7 +133,7 @@ def restart_enrolment(
     sealed = vault.seal(totp_context(account.id), secret.encode()).to_bytes()
     with db.write() as conn:
         # Checked again in the writing transaction: a first sign-in may have just landed.
-        if oauth_repo.has_accepted_code(conn, account.id):
+        if sign_in_repo.has_accepted_code(conn, account.id):
             return None
         portal_repo.set_sealed_totp_secret(conn, account.id, sealed)
         address = portal_repo.wallet_address(conn, account.id)

@@ -18,7 +18,12 @@ from paysign.policy.caps import iso
 from paysign.protocol.usdc import format_usdc
 from paysign.services.accounts import require_account
 from paysign.store import activity_repo
-from paysign.store.activity_repo import ActivityFilters, ActivityRow, Cursor
+
+# The portal's activity pages build filters and page cursors with these.
+from paysign.store.activity_repo import MAX_SELLER_FILTER as MAX_SELLER_FILTER
+from paysign.store.activity_repo import ActivityFilters as ActivityFilters
+from paysign.store.activity_repo import ActivityRow as ActivityRow
+from paysign.store.activity_repo import Cursor as Cursor
 from paysign.store.database import Database
 
 EXPORT_BATCH = 1_000

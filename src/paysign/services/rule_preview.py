@@ -15,7 +15,7 @@ from typing import Literal
 from paysign.catalog.match import template_of
 from paysign.policy.rules import Rule, parse_rule
 from paysign.policy.seller import SellerLocation, seller_location, split_host_port
-from paysign.portal.service import PortalService
+from paysign.services.portal_deps import PortalDeps
 from paysign.store import activity_repo, catalog_repo, policy_repo
 
 PREVIEW_SCAN = 10_000
@@ -117,7 +117,7 @@ def _note(
 
 
 def preview(
-    service: PortalService, account_id: str, text: str, kind: Literal["allow", "deny"]
+    deps: PortalDeps, account_id: str, text: str, kind: Literal["allow", "deny"]
 ) -> Preview:
     """The preview of ``text`` as a ``kind`` rule; ``error`` set (the same message saving
     gives) when it is not a rule."""
@@ -130,7 +130,7 @@ def preview(
     result.rule = str(rule)
     result.examples = examples(rule)
     needle = split_host_port(rule.host.removeprefix("*."))[0]
-    with service.db.read() as conn:
+    with deps.db.read() as conn:
         document = policy_repo.load_document(conn, account_id)
         seen = activity_repo.seen_sellers(
             conn, account_id, needle, scan=PREVIEW_SCAN, limit=SEEN_LIMIT

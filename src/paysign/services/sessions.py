@@ -1,4 +1,5 @@
-"""Portal sessions: a random id in a cookie, stored only as its SHA-256, with a CSRF token.
+"""The portal's browser sessions: a random id in a cookie, stored only as its SHA-256, with a
+CSRF token.
 
 A session without an account carries the CSRF token of the sign-in and sign-up forms. Signing
 in replaces it with a new session (a new id: no fixation). A session ends after

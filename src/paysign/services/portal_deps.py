@@ -1,0 +1,70 @@
+"""What the portal's use cases run on, built once from the wiring's runtime: the database, the
+key vault, the clock, the sandbox chain, the session store and the credential check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from paysign.chain.testnet import SandboxChain
+from paysign.clock import Clock
+from paysign.config import Settings
+from paysign.custody import KeyVault
+from paysign.services.sessions import Sessions
+from paysign.services.sign_in import CredentialCheck, SignInLimits
+from paysign.store.database import Database
+
+
+class PortalRuntime(Protocol):
+    """The part of the wiring's runtime the portal needs."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def vault(self) -> KeyVault: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def sandbox_chain(self) -> SandboxChain | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PortalDeps:
+    db: Database
+    vault: KeyVault
+    clock: Clock
+    sessions: Sessions
+    credentials: CredentialCheck
+    #: The dashboard's balance and test funds; None when no sandbox chain is configured.
+    sandbox_chain: SandboxChain | None
+    test_funds_amount: int
+
+
+def portal_deps(runtime: PortalRuntime) -> PortalDeps:
+    settings = runtime.settings
+    return PortalDeps(
+        db=runtime.db,
+        vault=runtime.vault,
+        clock=runtime.clock,
+        sessions=Sessions(
+            runtime.db,
+            runtime.clock,
+            idle=settings.portal_session_idle_seconds,
+            absolute=settings.portal_session_absolute_seconds,
+        ),
+        credentials=CredentialCheck(
+            runtime.db,
+            runtime.vault,
+            runtime.clock,
+            SignInLimits(
+                settings.oauth_max_failures_per_account,
+                settings.oauth_max_failures_per_address,
+                settings.oauth_failure_window_seconds,
+                settings.portal_max_sign_ups_per_address,
+            ),
+        ),
+        sandbox_chain=runtime.sandbox_chain,
+        test_funds_amount=settings.test_funds_amount,
+    )
