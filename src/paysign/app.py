@@ -72,6 +72,14 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             )
         return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
 
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        # Logged, with the request id, by the request log middleware the error reaches next.
+        return problem_response(
+            problem_base,
+            "internal-error",
+            "the request failed inside paysign; nothing was signed",
+        )
+
     # The connector (MCP at the path of {mcp_url}) accepts API keys, then the access tokens of
     # the authorization server at {auth_url}; its RFC 9728 metadata names that server.
     oauth_config = OAuthConfig.from_settings(settings)
@@ -112,12 +120,12 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
     ]
-    handlers: dict[Any, Any] = {HTTPException: http_error}
+    handlers: dict[Any, Any] = {HTTPException: http_error, Exception: internal_error}
     app = DirectRoutingApp(routes=routes, exception_handlers=handlers)
     redirect_slashes_relatively(app)  # never a Location built from the client's Host header
     # The agent's hot path skips the router (the Route above still answers 405 to other
-    # methods); it keeps the request id, the log event and the 500 guard.
-    app.add_direct_route("POST", "/wallets/signatures", RequestLogMiddleware(sign, problem_base))
+    # methods); the middleware added below wraps it as it wraps the router.
+    app.add_direct_route("POST", "/wallets/signatures", sign)
     app.state.catalog = catalog
     app.state.connector = connector
     app.state.signer_process = signer
