@@ -239,3 +239,20 @@ def test_a_free_form_body_takes_the_other_inputs() -> None:
     )
     call = build_listing_request(listing, {"question": "why?", "n": 2}, sandbox=False)
     assert call.body == {"question": "why?", "n": 2}
+
+
+@pytest.mark.parametrize(
+    ("published", "base_units"),
+    [
+        (0, 0),
+        (0.000001, 1),
+        ("0.0000019", 1),  # finer than a base unit: rounded down
+        (0.01, 10_000),
+        ("0.010000", 10_000),
+        (2, 2_000_000),
+        ("123456789012345678901234.5", 123456789012345678901234_500000),
+    ],
+)
+def test_a_listing_price_in_base_units(published: Any, base_units: int) -> None:
+    listing = Listing.from_document({**LISTING.document, "priceUsdc": published})
+    assert listing.price == base_units

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from paysign.protocol.usdc import USDC_BASE_UNITS, base_units_of, format_usdc, parse_usdc
+from paysign.protocol.usdc import (
+    USDC_BASE_UNITS,
+    base_units_at_most,
+    base_units_of,
+    format_usdc,
+    parse_usdc,
+)
 
 AMOUNTS = st.integers(min_value=0, max_value=2**256 - 1)
 
@@ -94,3 +100,31 @@ def test_base_units_of_a_decimal() -> None:
     for bad in (Decimal("-0.5"), Decimal("0.0000005"), Decimal("Infinity")):
         with pytest.raises(ValueError):
             base_units_of(bad)
+
+
+@pytest.mark.parametrize(
+    ("amount", "base_units"),
+    [
+        ("0", 0),
+        ("0.000001", 1),
+        ("0.0000019", 1),
+        ("0.0000009", 0),
+        ("0.010000", 10_000),
+        ("1E+2", 100_000_000),
+        ("123456789012345678901234567890.1234569", 123456789012345678901234567890_123456),
+    ],
+)
+def test_a_limit_keeps_the_whole_base_units(amount: str, base_units: int) -> None:
+    assert base_units_at_most(Decimal(amount)) == base_units
+
+
+@given(st.decimals(min_value=0, max_value=10**15, allow_nan=False, places=9))
+def test_a_limit_is_what_the_hand_written_conversions_gave(amount: Decimal) -> None:
+    # The connector and the SDK each truncated ``amount * 1_000_000`` before sharing this.
+    assert base_units_at_most(amount) == int(amount * USDC_BASE_UNITS)
+
+
+@pytest.mark.parametrize("amount", ["-0.000001", "NaN", "Infinity", "1e72"])
+def test_a_limit_that_is_not_usdc_is_refused(amount: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a USDC amount|is too large"):
+        base_units_at_most(Decimal(amount))

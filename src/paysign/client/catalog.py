@@ -36,7 +36,8 @@ from paysign.client.auth import payment_of
 from paysign.client.clients import AsyncPaysignClient, PaysignClient
 from paysign.client.errors import ListingError
 from paysign.client.payment import Payment
-from paysign.client.wire import SANDBOX_HEADER, parse_usdc
+from paysign.client.wire import SANDBOX_HEADER
+from paysign.protocol.usdc import base_units_at_most
 
 __all__ = [
     "CallResult",
@@ -87,10 +88,7 @@ class Listing:
     @property
     def price(self) -> int:
         """The published price in USDC base units (rounded down to a unit)."""
-        try:
-            return parse_usdc(self.price_usdc)
-        except ValueError:
-            return int(self.price_usdc * 1_000_000)
+        return base_units_at_most(self.price_usdc)
 
     def inputs(self, kind: str) -> list[dict[str, Any]]:
         inputs = self.document.get("inputs")

@@ -13,12 +13,11 @@ as ``resource`` or ``url`` and prices as ``amount`` (v2) or ``maxAmountRequired`
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 from paysign.connector.outbound import Outbound, OutboundRefused
-from paysign.connector.payment import USDC, ToolFailure
+from paysign.connector.payment import ToolFailure
 from paysign.protocol.networks import resolve_network
 from paysign.protocol.usdc import format_usdc
 
@@ -136,12 +135,11 @@ async def search_bazaar(
     *,
     query: str,
     network: str | None = None,
-    max_price_usdc: Decimal | None = None,
+    max_price_base_units: int | None = None,
     limit: int = 10,
 ) -> dict[str, Any]:
     base = bazaar_url.rstrip("/")
     network_id = _network_id(network) if network else None
-    max_price = None if max_price_usdc is None else int(max_price_usdc * USDC)
     limit = max(1, min(MAX_LIMIT, limit))
     params: dict[str, Any] = {"query": query[:400], "limit": limit, "type": "http"}
     if network_id:
@@ -167,7 +165,7 @@ async def search_bazaar(
     items = [x for x in (normalise_item(i) for i in raw) if x is not None]
     if method == "browse":
         items = [x for x in items if _matches(x, query)]
-    items = _filtered(items, network_id, max_price)[:limit]
+    items = _filtered(items, network_id, max_price_base_units)[:limit]
     return {
         "query": query,
         "index": base,

@@ -22,7 +22,6 @@ import dataclasses
 import json
 import logging
 import weakref
-from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -321,14 +320,13 @@ class Connector:
                 raise ToolFailure(
                     "invalid-arguments", "query is required.", "Call again with a query."
                 )
-            max_price = usdc_amount("maxPriceUsdc", arguments.get("maxPriceUsdc"))
             limit = arguments.get("limit", 10)
             return await search_bazaar(
                 self.bazaar_outbound,
                 self.settings.bazaar_url,
                 query=query,
                 network=arguments.get("network") or None,
-                max_price_usdc=None if max_price is None else Decimal(max_price) / 1_000_000,
+                max_price_base_units=usdc_amount("maxPriceUsdc", arguments.get("maxPriceUsdc")),
                 limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else 10,
             )
         snapshot = await self._snapshot()

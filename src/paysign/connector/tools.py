@@ -25,16 +25,16 @@ with ``search_bazaar`` and paid with ``pay_x402``, which is what spec 1 says tho
 from __future__ import annotations
 
 import json
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import mcp_types as types
 
 from paysign.catalog.listing import Listing
-from paysign.connector.payment import USDC, SellerCall, ToolFailure
+from paysign.connector.payment import SellerCall, ToolFailure
 from paysign.policy.decide import Tier
-from paysign.protocol.usdc import format_usdc
+from paysign.protocol.usdc import base_units_at_most, format_usdc
 
 PAY_X402 = "pay_x402"
 SEARCH_BAZAAR = "search_bazaar"
@@ -193,19 +193,20 @@ def listing_call(listing: Listing, arguments: dict[str, Any]) -> SellerCall:
 
 
 def usdc_amount(name: str, value: Any) -> int | None:
+    """A limit the agent wrote in USDC (``0.01``, ``"0.01"``) as base units, digits finer than
+    a base unit dropped."""
     if value is None:
         return None
     try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        amount = Decimal(-1)
-    if isinstance(value, bool) or not amount.is_finite() or amount < 0:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return base_units_at_most(Decimal(str(value)))
+    except (ValueError, ArithmeticError):
         raise ToolFailure(
             "invalid-arguments",
             f"{name} must be a non-negative number of USDC.",
             "Fix the argument and call again.",
-        )
-    return int(amount * USDC)
+        ) from None
 
 
 def pay_x402_call(arguments: dict[str, Any], service_id: str | None) -> SellerCall:

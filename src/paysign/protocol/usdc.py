@@ -13,6 +13,8 @@ buyer is the amount the signature carries.
     >>> parse_usdc("0.0000001")
     Traceback (most recent call last):
     ValueError: '0.0000001' is not a USDC amount (at most 6 decimals, not negative)
+    >>> base_units_at_most(Decimal("0.0000019")), base_units_at_most(Decimal("0.01"))
+    (1, 10000)
 
 Depends on nothing in paysign: the buyer SDK, the catalog and every entry point share it.
 """
@@ -21,7 +23,14 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["USDC_BASE_UNITS", "USDC_DECIMALS", "base_units_of", "format_usdc", "parse_usdc"]
+__all__ = [
+    "USDC_BASE_UNITS",
+    "USDC_DECIMALS",
+    "base_units_at_most",
+    "base_units_of",
+    "format_usdc",
+    "parse_usdc",
+]
 
 USDC_DECIMALS = 6
 USDC_BASE_UNITS = 10**USDC_DECIMALS
@@ -43,7 +52,14 @@ def format_usdc(base_units: int, *, fixed: bool = False) -> str:
 def base_units_of(amount: Decimal) -> int:
     """A USDC decimal as base units; ``ValueError`` when negative, not finite, finer than a
     base unit (rounding would pay a different amount from the one written) or beyond uint256."""
-    return _base_units(amount, str(amount))
+    return _exact_base_units(amount, str(amount))
+
+
+def base_units_at_most(amount: Decimal) -> int:
+    """The whole base units within a USDC decimal, finer digits dropped: for a limit (a maximum
+    price), where ``0.0000019`` allows 1 base unit and never 2. ``ValueError`` when negative,
+    not finite or beyond uint256."""
+    return int(_scaled(amount, str(amount)))  # int() drops the fraction
 
 
 def parse_usdc(text: str | int | Decimal) -> int:
@@ -52,19 +68,27 @@ def parse_usdc(text: str | int | Decimal) -> int:
         amount = Decimal(str(text).strip())
     except InvalidOperation:
         raise ValueError(f"{text!r} is not a USDC amount") from None
-    return _base_units(amount, text)
+    return _exact_base_units(amount, text)
 
 
-def _base_units(amount: Decimal, written: object) -> int:
+_NOT_USDC = "not a USDC amount (at most 6 decimals, not negative)"
+
+
+def _exact_base_units(amount: Decimal, written: object) -> int:
+    units = _scaled(amount, written)
+    if units != units.to_integral_value():
+        raise ValueError(f"{written!r} is {_NOT_USDC}")
+    return int(units)
+
+
+def _scaled(amount: Decimal, written: object) -> Decimal:
+    """``amount`` in base units, exactly (a fraction stays)."""
     if not amount.is_finite() or amount < 0:
-        raise ValueError(f"{written!r} is not a USDC amount (at most 6 decimals, not negative)")
+        raise ValueError(f"{written!r} is {_NOT_USDC}")
     # Checked before scaling: int() of a huge exponent would build a number of that many digits.
     if amount and amount.adjusted() + USDC_DECIMALS >= _UINT256_DIGITS:
         raise ValueError(f"{written!r} is too large")
     with localcontext() as context:
         # Exact: the default 28 digits would round a long amount to a whole number of units.
         context.prec = len(amount.as_tuple().digits) + USDC_DECIMALS + 1
-        units = amount.scaleb(USDC_DECIMALS)
-    if units != units.to_integral_value():
-        raise ValueError(f"{written!r} is not a USDC amount (at most 6 decimals, not negative)")
-    return int(units)
+        return amount.scaleb(USDC_DECIMALS)
