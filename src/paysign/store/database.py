@@ -8,23 +8,32 @@
 (taking the write lock up front, so two writers never deadlock upgrading a read lock) and
 threads of one process queue on a lock instead of on SQLite's sleeping busy handler. On
 PostgreSQL it is a plain transaction; row-level guards in the statements do the rest.
+
+``raw_pool()`` gives PostgreSQL connections beside the engine, for code that skips SQLAlchemy.
 """
 
 from __future__ import annotations
 
+import select
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
+import psycopg
 import sqlalchemy as sa
+from psycopg_pool import ConnectionPool
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from paysign.datadir import make_private_file, tighten_file
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+PgConnection = psycopg.Connection[Any]
 
 
 def normalise_url(url: str) -> str:
@@ -117,6 +126,24 @@ class Database:
             yield conn
             conn.rollback()
 
+    def raw_pool(self, size: int, *, name: str) -> ConnectionPool[PgConnection]:
+        """Up to ``size`` psycopg connections opened as the engine opens its own (same URL,
+        options and adapters), on demand, each checked before it is handed out (``_Checkup``).
+        The caller closes the pool."""
+        args, kwargs = self.writer.dialect.create_connect_args(self.writer.url)
+        checkup = _Checkup()
+        pool: ConnectionPool[PgConnection] = ConnectionPool(
+            args[0] if args else "",
+            kwargs=dict(kwargs),
+            min_size=0,
+            max_size=size,
+            check=checkup,
+            name=name,
+            open=True,
+        )
+        checkup.pool = pool
+        return pool
+
     def on_dispose(self, close: Callable[[], None]) -> None:
         """Run ``close`` when the database is disposed (connections opened beside the engine)."""
         self._on_dispose.append(close)
@@ -127,3 +154,41 @@ class Database:
         self.writer.dispose()
         if self.reader is not self.writer:
             self.reader.dispose()
+
+
+class _Checkup:
+    """Whether a pooled connection still works, asked each time the pool hands it out and
+    mostly answered without a round trip (a ping costs as much as a small query). The server's
+    goodbye waits to be read on a connection it hung up (a terminated backend, a restart); one
+    idle for ``recheck_seconds`` may have been dropped on the way without a word. Only those
+    two are pinged.
+
+    One found dead has the pool check all its idle ones at once: the others likely went with
+    it, and psycopg_pool would otherwise try them one by one, sleeping 1 s, 2 s, 4 s... between.
+    """
+
+    def __init__(self, recheck_seconds: float = 30.0) -> None:
+        self._recheck = recheck_seconds
+        # A connection is used for one short transaction: the time since it was last handed
+        # out is the time it has sat idle.
+        self._handed_out_at: WeakKeyDictionary[PgConnection, float] = WeakKeyDictionary()
+        self.pool: ConnectionPool[PgConnection] | None = None
+
+    def __call__(self, conn: PgConnection) -> None:
+        now = time.monotonic()
+        last = self._handed_out_at.get(conn, now)
+        self._handed_out_at[conn] = now
+        if now - last < self._recheck and not conn.closed and not _has_input(conn):
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            if self.pool is not None:
+                self.pool.check()
+            raise
+
+
+def _has_input(conn: PgConnection) -> bool:
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

@@ -58,6 +58,13 @@ class SignatureRecord:
     status: str = "signed"
 
 
+#: The columns a ``SignatureRecord`` fills, in the table's order: all but the generated id. The
+#: signing path's INSERT and COPY, and the row of values it sends, are built from these.
+SIGNATURE_COLUMNS: tuple[str, ...] = tuple(
+    column.name for column in signatures.columns if not column.primary_key
+)
+
+
 def insert_account(conn: Connection, account: AccountRecord) -> None:
     try:
         with conn.begin_nested():
@@ -154,29 +161,11 @@ def revoke_active_keys(conn: Connection, account_id: str, now: int) -> int:
 
 def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
     rows = conn.execute(
-        sa.select(signatures).where(signatures.c.account_id == account_id).order_by(signatures.c.id)
+        sa.select(*signatures.c[SIGNATURE_COLUMNS])
+        .where(signatures.c.account_id == account_id)
+        .order_by(signatures.c.id)
     ).all()
-    return [
-        SignatureRecord(
-            account_id=r.account_id,
-            api_key_id=r.api_key_id,
-            seller_host=r.seller_host,
-            seller_path=r.seller_path,
-            network=r.network,
-            asset=r.asset,
-            pay_to=r.pay_to,
-            amount=r.amount,
-            nonce=r.nonce,
-            valid_before=r.valid_before,
-            sandbox=r.sandbox,
-            x402_version=r.x402_version,
-            created_at=r.created_at,
-            tier=r.tier,
-            rule=r.rule,
-            status=r.status,
-        )
-        for r in rows
-    ]
+    return [SignatureRecord(**row._mapping) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)

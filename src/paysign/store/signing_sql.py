@@ -1,4 +1,5 @@
-"""The signing path's SQL, as text: one statement per step, named parameters (``:name``).
+"""The signing path's SQL, as text: one statement per step, named parameters (``:name``), or
+positional ones (``?``) where a row comes as a tuple.
 
 The stores in ``signing_store`` run these over the raw DB-API connection of SQLite or
 PostgreSQL (rewriting the parameter style for psycopg); nothing here talks to a database.
@@ -7,6 +8,8 @@ PostgreSQL (rewriting the parameter style for psycopg); nothing here talks to a 
 from __future__ import annotations
 
 from functools import lru_cache
+
+from paysign.store.repositories import SIGNATURE_COLUMNS
 
 KEY_HOLDER = """
 SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
@@ -68,12 +71,15 @@ AND spent + :amount <= COALESCE(
     spent + :amount)
 """
 
-INSERT_SIGNATURE = """
-INSERT INTO signatures (account_id, api_key_id, seller_host, seller_path, network, asset, pay_to,
-    amount, nonce, valid_before, sandbox, x402_version, status, created_at, tier, rule)
-VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :asset, :pay_to,
-    :amount, :nonce, :valid_before, :sandbox, :x402_version, :status, :created_at, :tier, :rule)
-"""
+_SIGNATURE_COLUMN_LIST = ", ".join(SIGNATURE_COLUMNS)
+
+# A signature's values come as one tuple in ``SIGNATURE_COLUMNS`` order: positional parameters.
+INSERT_SIGNATURE = (
+    f"INSERT INTO signatures ({_SIGNATURE_COLUMN_LIST})\n"
+    f"VALUES ({', '.join('?' for _ in SIGNATURE_COLUMNS)})"
+)
+
+COPY_SIGNATURES = f"COPY signatures ({_SIGNATURE_COLUMN_LIST}) FROM STDIN"
 
 TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
 

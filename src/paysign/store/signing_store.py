@@ -19,9 +19,10 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Protocol
 
 from paysign.policy.caps import Caps, Window
@@ -30,12 +31,15 @@ from paysign.policy.rules import Rule
 from paysign.store import signing_sql as sql
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, Database
 from paysign.store.pending_queue import PendingEntry, PendingStatements, PostgresPendingStatements
-from paysign.store.pg_pool import SIGNING_CONNECTIONS, ConnectionPool, connector_for
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
-from paysign.store.repositories import KeyHolder, SignatureRecord
+from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRecord
 from paysign.store.signing_batch import BatchTransaction, CapHit, SpendTotal
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
+#: PostgreSQL connections per process, and as many threads to use them: a request never waits
+#: for a connection while holding a thread, and no more threads than connections contend for
+#: the GIL (dozens of threads blocked on a pool cost more CPU than the queries themselves).
+SIGNING_CONNECTIONS = 8
 
 
 class SigningTransaction(Protocol):
@@ -92,25 +96,9 @@ def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
     )
 
 
-def _signature_params(record: SignatureRecord) -> dict[str, Any]:
-    return {
-        "account_id": record.account_id,
-        "api_key_id": record.api_key_id,
-        "seller_host": record.seller_host,
-        "seller_path": record.seller_path,
-        "network": record.network,
-        "asset": record.asset,
-        "pay_to": record.pay_to,
-        "amount": record.amount,
-        "nonce": record.nonce,
-        "valid_before": record.valid_before,
-        "sandbox": record.sandbox,
-        "x402_version": record.x402_version,
-        "status": record.status,
-        "created_at": record.created_at,
-        "tier": record.tier,
-        "rule": record.rule,
-    }
+#: A record's values in ``SIGNATURE_COLUMNS`` order: the one plain tuple per signature that
+#: every way of inserting it sends (positional parameters, a ``COPY`` row).
+_signature_row: Callable[[SignatureRecord], tuple[Any, ...]] = attrgetter(*SIGNATURE_COLUMNS)
 
 
 def _spend_params(total: SpendTotal) -> dict[str, Any]:
@@ -185,7 +173,7 @@ class SqlStatements(PendingStatements):
         return bool(self._cur.rowcount == 2)
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
-        self._many(sql.INSERT_SIGNATURE, [_signature_params(r) for r in records])
+        self._many(sql.INSERT_SIGNATURE, [_signature_row(r) for r in records])
 
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
         params = [{"key_id": key_id, "now": now} for key_id, now in last_used]
@@ -194,20 +182,12 @@ class SqlStatements(PendingStatements):
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
         self._many(sql.INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
 
-    def _many(self, statement: str, params: list[dict[str, Any]]) -> None:
+    def _many(self, statement: str, params: Sequence[dict[str, Any] | tuple[Any, ...]]) -> None:
         # A single row is a plain execute: psycopg sets up a pipeline for executemany.
         if len(params) == 1:
             self._cur.execute(self._sql(statement), params[0])
         else:
             self._cur.executemany(self._sql(statement), params)
-
-
-_SIGNATURE_COLUMNS = (
-    "account_id", "api_key_id", "seller_host", "seller_path", "network", "asset", "pay_to",
-    "amount", "nonce", "valid_before", "sandbox", "x402_version", "status", "created_at", "tier",
-    "rule",
-)  # fmt: skip
-_COPY_SIGNATURES = f"COPY signatures ({', '.join(_SIGNATURE_COLUMNS)}) FROM STDIN"
 
 
 class PostgresStatements(PostgresPendingStatements, SqlStatements):
@@ -218,10 +198,9 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
         if len(records) == 1:  # COPY's set-up would cost more than the one row
             super().insert_signatures(records)
             return
-        with self._cur.copy(_COPY_SIGNATURES) as copy:
+        with self._cur.copy(sql.COPY_SIGNATURES) as copy:
             for record in records:
-                params = _signature_params(record)
-                copy.write_row(tuple(params[column] for column in _SIGNATURE_COLUMNS))
+                copy.write_row(_signature_row(record))
 
 
 class SqliteSigningStore:
@@ -296,40 +275,41 @@ def _same(statement: str) -> str:
     return statement
 
 
-_NAMED = re.compile(r"(?<![:\w]):(\w+)")
-
-
 class PostgresSigningStore:
-    """Pooled psycopg connections of its own (``pg_pool``), used from its own worker threads."""
+    """Pooled psycopg connections of its own (``Database.raw_pool``), used from as many
+    worker threads of its own."""
 
     inline = False
 
     def __init__(self, db: Database, *, connections: int = SIGNING_CONNECTIONS) -> None:
-        self._pool = ConnectionPool(connector_for(db), connections)
-        self.executor: Executor | None = self._pool.executor
+        self.pool = db.raw_pool(connections, name="paysign-sign")
+        self._threads = ThreadPoolExecutor(connections, thread_name_prefix="paysign-sign")
+        self.executor: Executor | None = self._threads
         db.on_dispose(self.close)
 
     @contextmanager
     def transaction(self) -> Iterator[SigningTransaction]:
-        with self._pool.connection() as conn:
-            try:
-                with conn.cursor() as cur:
-                    tx = BatchTransaction(PostgresStatements(cur, _pyformat))
-                    yield tx
-                    tx.flush()
-                conn.commit()
-            except BaseException:
-                if not conn.closed:
-                    conn.rollback()
-                raise
+        # The connection's block commits when it ends normally and rolls back when it raises;
+        # a connection that broke is replaced as it goes back to the pool.
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            tx = BatchTransaction(PostgresStatements(cur, _psycopg_style))
+            yield tx
+            tx.flush()
 
     def close(self) -> None:
-        self._pool.close()
+        """Idempotent; waits for the calls under way."""
+        self._threads.shutdown(wait=True)
+        self.pool.close()
+
+
+# The statements' placeholders (``:name``, and ``?`` where a row comes as a tuple) in psycopg's
+# spelling; the server receives ``$1``, ``$2``... either way.
+_PLACEHOLDER = re.compile(r"(?<![:\w]):(\w+)|\?")
 
 
 @lru_cache(maxsize=128)
-def _pyformat(statement: str) -> str:
-    return _NAMED.sub(r"%(\1)s", statement)
+def _psycopg_style(statement: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: "%s" if m[1] is None else f"%({m[1]})s", statement)
 
 
 def signing_store_for(db: Database) -> SigningStore:

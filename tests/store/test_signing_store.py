@@ -1,0 +1,143 @@
+"""The signing store itself (store/signing_store.py): the signature rows it writes, on SQLite and
+PostgreSQL, and its PostgreSQL connections outliving what the server does to them."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from functools import partial
+
+import pytest
+import sqlalchemy as sa
+
+from conftest import signature_body
+from paysign.protocol import SignedPayment
+from paysign.services.signing import SigningDeps, sign_payment
+from paysign.store import repositories as repo
+from paysign.store.database import Database
+from paysign.store.schema import signatures
+from paysign.store.signing_store import PostgresSigningStore, SigningStore
+
+NOW = 1_790_000_000
+
+
+def test_the_signature_columns_are_the_records_fields_and_the_tables() -> None:
+    fields = {field.name for field in dataclasses.fields(repo.SignatureRecord)}
+    assert set(repo.SIGNATURE_COLUMNS) == fields
+    assert set(repo.SIGNATURE_COLUMNS) == {column.name for column in signatures.columns} - {"id"}
+
+
+def record(account_id: str, n: int) -> repo.SignatureRecord:
+    return repo.SignatureRecord(
+        account_id=account_id,
+        api_key_id=None,
+        seller_host=f"seller-{n}.example",
+        seller_path=f"/item/{n}",
+        network="eip155:84532",
+        asset="0x" + "11" * 20,
+        pay_to="0x" + "22" * 20,
+        amount=1_000 + n,
+        nonce=bytes([n]) * 32,
+        valid_before=NOW + 60 + n,
+        sandbox=n % 2 == 0,
+        x402_version=1 + n % 2,
+        created_at=NOW + n,
+        tier=None if n == 0 else "OPEN_ECOSYSTEM",
+        rule=None if n == 0 else f"seller-{n}.example",
+        status="signed" if n < 3 else "settled",
+    )
+
+
+def test_signatures_are_read_back_as_they_were_written(runtime, signing_store, account) -> None:
+    account_id = account["account_id"]
+    alone, *batch = [record(account_id, n) for n in range(5)]
+    with signing_store.transaction() as tx:  # one row: a plain INSERT
+        tx.insert_signature(alone)
+    with signing_store.transaction() as tx:  # several: executemany, or COPY on PostgreSQL
+        for each in batch:
+            tx.insert_signature(each)
+    with runtime.db.read() as conn:
+        assert repo.signatures_of(conn, account_id) == [alone, *batch]
+
+
+# --- PostgreSQL connections ------------------------------------------------------------------
+
+
+def postgres_only(store: SigningStore) -> PostgresSigningStore:
+    if not isinstance(store, PostgresSigningStore):
+        pytest.skip("PostgreSQL connections only")
+    return store
+
+
+def idle_backends(store: PostgresSigningStore) -> list[int]:
+    """The server process of each connection the store's pool holds idle."""
+    pool = store.pool
+    idle = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
+    try:
+        return [conn.info.backend_pid for conn in idle]
+    finally:
+        for conn in idle:
+            pool.putconn(conn)
+
+
+def terminate(db: Database, backends: list[int]) -> None:
+    with db.write() as conn:
+        for pid in backends:  # waits until the backend is gone
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
+
+
+def payer(runtime, store: SigningStore, account) -> partial[SignedPayment]:
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    return partial(sign_payment, deps, account["api_key"], signature_body(), sandbox=False)
+
+
+def test_a_connection_killed_between_two_requests_is_replaced(
+    runtime, signing_store, account
+) -> None:
+    store = postgres_only(signing_store)
+    pay = payer(runtime, store, account)
+    pay()
+    [killed] = idle_backends(store)  # one request at a time: one connection
+    terminate(runtime.db, [killed])
+    assert pay().header  # no retry on this path: the dead connection was never used
+    assert killed not in idle_backends(store)
+    assert store.pool.get_stats()["connections_lost"] == 1
+
+
+def test_after_a_restart_the_first_request_does_not_wait_out_each_dead_connection(
+    runtime, signing_store, account
+) -> None:
+    store = postgres_only(signing_store)
+    held = [store.pool.getconn() for _ in range(4)]
+    for conn in held:
+        store.pool.putconn(conn)
+    backends = idle_backends(store)
+    assert len(backends) == 4
+    terminate(runtime.db, backends)  # what a server restart does to them
+    started = time.monotonic()
+    assert payer(runtime, store, account)().header
+    # psycopg_pool alone would try the dead ones in turn, sleeping 1 s, 2 s, 4 s in between.
+    assert time.monotonic() - started < 2.0
+    assert set(idle_backends(store)).isdisjoint(backends)
+
+
+def test_closing_the_store_ends_its_connections_and_threads(runtime) -> None:
+    if runtime.db.is_sqlite:
+        pytest.skip("PostgreSQL connections only")
+    store = PostgresSigningStore(runtime.db)
+    with store.transaction():
+        pass
+    backends = idle_backends(store)
+    store.close()
+    store.close()
+    assert store.pool.closed
+    with pytest.raises(RuntimeError):
+        store.executor.submit(print)
+    query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)")
+    deadline = time.monotonic() + 5
+    while True:  # the server ends a backend shortly after its client says goodbye
+        with runtime.db.read() as conn:
+            if conn.execute(query, {"pids": backends}).scalar_one() == 0:
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
