@@ -1,17 +1,20 @@
-"""The request log: one JSON line per request, written together at the end of a loop turn."""
+"""Logs go through structlog; the request log is one JSON line per request, written together
+with the other lines that end in the same event-loop turn."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import logging
 import re
 import subprocess
 import sys
 
 import orjson
 
-from paysign.logging import RequestLog
+from paysign.logging import LoopTurnWriter
+
+API_KEY = "psk_" + "L" * 43
+BODY_SECRET = "0x" + "5e" * 32
 
 
 class CountingStream(io.BytesIO):
@@ -24,43 +27,109 @@ class CountingStream(io.BytesIO):
         return super().write(data)
 
 
-def test_requests_ending_in_one_loop_turn_share_one_write() -> None:
+def test_lines_ending_in_one_loop_turn_share_one_write() -> None:
     stream = CountingStream()
-    log = RequestLog(stream=stream)
+    writer = LoopTurnWriter(stream)
 
     async def turn() -> None:
         for i in range(20):
-            log.record(request_id=f"r{i}", method="POST", path="/p", status=200, ms=1.5)
+            writer.info(b'{"n":%d}' % i)
         assert stream.writes == 0  # not before the turn ends
         await asyncio.sleep(0)
 
     asyncio.run(turn())
     assert stream.writes == 1
-    lines = [orjson.loads(line) for line in stream.getvalue().splitlines()]
-    assert [line["request_id"] for line in lines] == [f"r{i}" for i in range(20)]
-    assert lines[0]["event"] == "request" and lines[0]["level"] == "info"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", lines[0]["timestamp"])
+    assert [orjson.loads(line)["n"] for line in stream.getvalue().splitlines()] == list(range(20))
 
 
 def test_outside_a_loop_a_line_is_written_at_once() -> None:
     stream = CountingStream()
-    RequestLog(stream=stream).record(request_id="x", status=404)
-    assert orjson.loads(stream.getvalue())["status"] == 404
+    LoopTurnWriter(stream).info(b"{}")
+    assert (stream.writes, stream.getvalue()) == (1, b"{}\n")
 
 
-def test_above_info_nothing_is_written() -> None:
+def test_a_warning_is_written_at_once_after_the_lines_waiting() -> None:
     stream = CountingStream()
-    RequestLog(level=logging.WARNING, stream=stream).record(request_id="x", status=200)
-    assert stream.getvalue() == b""
+    writer = LoopTurnWriter(stream)
+
+    async def turn() -> None:
+        writer.info(b"1")
+        writer.error(b"2")
+        assert (stream.writes, stream.getvalue()) == (1, b"1\n2\n")
+        await asyncio.sleep(0)
+
+    asyncio.run(turn())
+    assert stream.writes == 1
 
 
-def test_the_process_log_is_silent_until_configured() -> None:
-    log = RequestLog(level=logging.WARNING)
-    stream = CountingStream()
-    log.record(request_id="before", status=200)
-    log.configure(logging.INFO, stream)
-    log.record(request_id="after", status=200)
-    assert [orjson.loads(x)["request_id"] for x in stream.getvalue().splitlines()] == ["after"]
+# A fresh interpreter: what is logged before configure_logging and after it depends on the
+# process's structlog configuration, which the app's other tests share.
+REQUEST_PROGRAM = """
+import asyncio, sys
+level, key, secret = sys.argv[1:]
+from paysign.api.middleware import RequestLogMiddleware
+from paysign.logging import configure_logging
+
+async def app(scope, receive, send):
+    await receive()
+    await send({"type": "http.response.start", "status": 201, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+async def one_request(label):
+    scope = {
+        "type": "http", "method": "POST", "path": "/wallets/signatures", "query_string": b"",
+        "headers": [(b"authorization", b"Bearer " + key.encode()), (b"x-api-key", key.encode())],
+    }
+    body = {"type": "http.request", "body": b'{"secret": "%s"}' % secret.encode()}
+    async def receive():
+        return body
+    async def send(message):
+        if message["type"] == "http.response.start":
+            print(label, dict(message["headers"])[b"x-request-id"].decode())
+    await RequestLogMiddleware(app, "https://p.example/problems/")(scope, receive, send)
+
+asyncio.run(one_request("unconfigured"))
+configure_logging(level)
+asyncio.run(one_request("configured"))
+"""
+
+
+def run_requests(level: str) -> tuple[dict[str, str], str]:
+    ran = subprocess.run(
+        [sys.executable, "-c", REQUEST_PROGRAM, level, API_KEY, BODY_SECRET],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    request_ids = dict(line.split() for line in ran.stdout.splitlines())
+    return request_ids, ran.stderr
+
+
+def test_a_request_writes_one_event_with_no_secret_in_it() -> None:
+    request_ids, stderr = run_requests("info")
+    events = [orjson.loads(line) for line in stderr.splitlines()]
+    # Before configure_logging an embedded app writes no request lines of its own.
+    assert len(events) == 1
+    (event,) = events
+    fields = {"event", "level", "timestamp", "request_id", "method", "path", "status", "ms"}
+    assert set(event) == fields
+    assert (event["event"], event["level"], event["method"], event["path"]) == (
+        "request",
+        "info",
+        "POST",
+        "/wallets/signatures",
+    )
+    assert event["status"] == 201 and isinstance(event["ms"], float)
+    assert event["request_id"] == request_ids["configured"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["timestamp"])
+    for secret in (API_KEY, "L" * 43, "Bearer", BODY_SECRET):
+        assert secret not in stderr
+
+
+def test_above_info_no_request_is_logged() -> None:
+    request_ids, stderr = run_requests("warning")
+    assert set(request_ids) == {"unconfigured", "configured"} and stderr == ""
 
 
 def test_an_embedded_app_logs_errors_without_the_frames_locals() -> None:

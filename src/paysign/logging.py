@@ -1,9 +1,14 @@
-"""Structured logs (one JSON object per line on stderr). Nothing secret is ever passed in.
+"""Structured logs through structlog: one JSON object per line on stderr. Nothing secret is ever
+passed in.
 
-The request log is the one line every request writes, so it skips structlog's processor chain
-and is written once per event-loop turn: under load dozens of requests end in the same turn,
-and one system call for all their lines costs less than one each (it was a sixth of the
-signing endpoint's time). A line holds the same fields structlog would write.
+The request log (``request``, one event per HTTP request) is on the signing endpoint's hot path,
+so a level's filter is its logger's method (``make_filtering_bound_logger``), loggers are built
+once (``cache_logger_on_first_use``), the chain is short and the output end writes once per
+event-loop turn: under load dozens of
+requests end in the same turn, and one system call for all their lines costs less than one each
+(a write per line was a sixth of the signing endpoint's time). Warnings and errors are written
+at once, with whatever lines are waiting before them: a process that stops right after one
+still leaves it behind.
 """
 
 from __future__ import annotations
@@ -16,38 +21,30 @@ from typing import Any, BinaryIO
 
 import orjson
 import structlog
+from structlog.typing import EventDict, WrappedLogger
+
+#: The event ``RequestLogMiddleware`` writes once per request.
+REQUEST_EVENT = "request"
 
 
-class RequestLog:
-    """``record`` adds a request's line; lines are written at the end of the loop turn (or at
-    once, outside a running loop).
+class LoopTurnWriter:
+    """structlog's output end: ``info`` lines wait for the end of the event-loop turn (or are
+    written at once outside a running loop); ``warning`` and above are written at once.
 
         >>> import io
         >>> out = io.BytesIO()
-        >>> log = RequestLog(stream=out)
-        >>> log.record(request_id="ab", method="GET", path="/healthz", status=200, ms=0.1)
-        >>> orjson.loads(out.getvalue())["event"]
-        'request'
+        >>> LoopTurnWriter(out).info(b'{"event":"request"}')
+        >>> out.getvalue()
+        b'{"event":"request"}\\n'
     """
 
-    def __init__(self, level: int = logging.INFO, stream: BinaryIO | None = None) -> None:
-        self.enabled = level <= logging.INFO
-        self._stream = stream
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        #: ``None``: the process's stderr as it is when the lines are written.
+        self.stream = stream
         self._lines: list[bytes] = []
-        self._second = -1
-        self._stamp = ""
 
-    def configure(self, level: int, stream: BinaryIO) -> None:
-        self.enabled = level <= logging.INFO
-        self._stream = stream
-
-    def record(self, **fields: Any) -> None:
-        if not self.enabled:
-            return
-        fields["event"] = "request"
-        fields["level"] = "info"
-        fields["timestamp"] = self._timestamp()
-        self._lines.append(orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE))
+    def info(self, line: bytes) -> None:
+        self._lines.append(line)
         if len(self._lines) > 1:
             return  # a write is already due this turn
         try:
@@ -55,54 +52,80 @@ class RequestLog:
         except RuntimeError:
             self.flush()
 
+    def warning(self, line: bytes) -> None:
+        self._lines.append(line)
+        self.flush()
+
+    debug = msg = info
+    error = critical = exception = warning
+
     def flush(self) -> None:
         lines, self._lines = self._lines, []
         if not lines:
             return
-        stream = self._stream or sys.stderr.buffer
-        stream.write(b"".join(lines))
+        stream = self.stream or sys.stderr.buffer
+        lines.append(b"")
+        stream.write(b"\n".join(lines))
         stream.flush()
 
-    def _timestamp(self) -> str:
+
+class _UtcTimestamp:
+    """``timestamp`` as ``2026-11-25T16:25:34.123456Z``; the date part is formatted once a
+    second rather than once an event."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._stamp = ""
+
+    def __call__(self, _logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
         now = time.time()
         second = int(now)
         if second != self._second:
             self._second = second
             self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._stamp}.{int((now - second) * 1_000_000):06d}Z"
+        event_dict["timestamp"] = f"{self._stamp}.{int((now - second) * 1_000_000):06d}Z"
+        return event_dict
 
 
-#: The process's request log: silent until ``configure_logging`` (an app embedded in a test or
-#: another program writes no request lines of its own).
-REQUEST_LOG = RequestLog(level=logging.WARNING)
-
+#: Where every configured logger writes (kept across ``configure_logging`` calls, so a logger
+#: cached before one writes where the last one said).
+_STDERR = LoopTurnWriter()
 
 #: Exceptions are rendered as plain tracebacks: never with the frames' local variables, which
 #: hold request headers (an API key), bodies and decrypted keys.
 _PROCESSORS: list[Any] = [
     structlog.processors.add_log_level,
-    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    _UtcTimestamp(),
     structlog.processors.format_exc_info,
     structlog.processors.JSONRenderer(serializer=orjson.dumps),
 ]
 
 
 def configure_logging(level: str = "info") -> None:
+    """Log at ``level`` (a ``logging`` level name; ``info`` when unknown) to stderr."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    REQUEST_LOG.flush()
-    REQUEST_LOG.configure(numeric, sys.stderr.buffer)
-    _configure_structlog(numeric)
-
-
-def _configure_structlog(level: int) -> None:
+    _STDERR.flush()
+    _STDERR.stream = sys.stderr.buffer
     structlog.configure(
         processors=_PROCESSORS,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.BytesLoggerFactory(file=sys.stderr.buffer),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=_to_stderr,
         cache_logger_on_first_use=True,
     )
+
+
+def _to_stderr(*_args: Any) -> LoopTurnWriter:
+    return _STDERR
+
+
+def _no_request_events(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    # Until configure_logging, an app embedded in a test or another program writes no request
+    # lines of its own; its warnings and errors still show.
+    if event_dict.get("event") == REQUEST_EVENT:
+        raise structlog.DropEvent
+    return event_dict
 
 
 def _stderr_as_it_is_now(*_args: Any) -> structlog.PrintLogger:
@@ -114,7 +137,7 @@ def _stderr_as_it_is_now(*_args: Any) -> structlog.PrintLogger:
 # through structlog's development defaults, whose rich tracebacks print every frame's locals.
 if not structlog.is_configured():
     structlog.configure(
-        processors=[*_PROCESSORS[:-1], structlog.processors.JSONRenderer()],
+        processors=[_no_request_events, *_PROCESSORS[:-1], structlog.processors.JSONRenderer()],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=_stderr_as_it_is_now,
         cache_logger_on_first_use=False,

@@ -525,13 +525,15 @@ def catalog(runtime: Any, sellers: Sellers) -> dict[str, Any]:
 
 @pytest.fixture
 def service_logs_off_stdout() -> Iterator[None]:
-    """The paysign app runs in this process: its structlog lines (stdout by default) would mix
-    with what ``CliRunner`` captures as the command's stdout. Keep them out of it."""
+    """The paysign app runs in this process: its structlog lines would mix with what
+    ``CliRunner`` captures. Keep them out of it, and give the next test the configuration
+    paysign had (structlog's own defaults print rich tracebacks with the frames' locals)."""
     import structlog
 
+    before = structlog.get_config()
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
     yield
-    structlog.reset_defaults()
+    structlog.configure(**before)
 
 
 def client_for(buyer: Buyer, **kwargs: Any) -> Any:

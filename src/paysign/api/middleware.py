@@ -14,7 +14,7 @@ import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paysign.http.problems import problem_response
-from paysign.logging import REQUEST_LOG
+from paysign.logging import REQUEST_EVENT
 
 log = structlog.get_logger("paysign.http")
 
@@ -55,7 +55,8 @@ class RequestLogMiddleware:
                 )
                 await response(scope, receive, send_with_id)
         finally:
-            REQUEST_LOG.record(
+            log.info(
+                REQUEST_EVENT,
                 request_id=request_id,
                 method=scope.get("method"),
                 path=scope.get("path"),
