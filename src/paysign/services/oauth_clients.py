@@ -21,7 +21,7 @@ from paysign.clock import Clock
 from paysign.services.oauth_grants import digest
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refusals import ClientRefused, RedirectRefused, TooManyRegistrations
-from paysign.store import oauth_repo
+from paysign.store import oauth_repo, sign_in_repo
 from paysign.store.database import Database
 
 MAX_BODY_BYTES = 64 * 1024
@@ -122,7 +122,7 @@ class Registrations:
         now = self.clock.now()
         window = self.limits.window
         with self.db.write() as conn:
-            count, started = oauth_repo.count_event(conn, address_key(address), now, window)
+            count, started = sign_in_repo.count_event(conn, address_key(address), now, window)
         if count > self.limits.per_address:
             raise TooManyRegistrations(max(1, started + window - now))
 
@@ -134,7 +134,7 @@ class Registrations:
         now = self.clock.now()
         with self.db.write() as conn:
             oauth_repo.purge_ungranted_clients(conn, now - self.limits.ungranted_ttl)
-            oauth_repo.purge_counts(conn, _KEY_PREFIX, now - self.limits.window)
+            sign_in_repo.purge_counts(conn, _KEY_PREFIX, now - self.limits.window)
             oauth_repo.insert_client(conn, client_id, json.dumps(metadata), digest(token), now)
         return token
 

@@ -28,7 +28,7 @@ from paysign.clock import Clock
 from paysign.custody import KeyVault, SealedSecret
 from paysign.errors import AccountAlreadyExists, InvalidAccountInput
 from paysign.services.accounts import normalise_email, totp_context, verify_password
-from paysign.store import oauth_repo, portal_repo
+from paysign.store import portal_repo, sign_in_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
@@ -129,8 +129,9 @@ class CredentialCheck:
         by_address = "address:" + address[:90]
         with self.db.read() as conn:
             over = (
-                oauth_repo.failures(conn, by_email, now, window) >= self.limits.max_failures_account
-                or oauth_repo.failures(conn, by_address, now, window)
+                sign_in_repo.failures(conn, by_email, now, window)
+                >= self.limits.max_failures_account
+                or sign_in_repo.failures(conn, by_address, now, window)
                 >= self.limits.max_failures_address
             )
             account = repo.find_account_by_email(conn, _normalised(email))
@@ -143,14 +144,14 @@ class CredentialCheck:
             accepted = (
                 account is not None
                 and step is not None
-                and oauth_repo.accept_totp_step(conn, account.id, step)
+                and sign_in_repo.accept_totp_step(conn, account.id, step)
             )
             if not accepted:
-                oauth_repo.record_failure(conn, by_email, now, window)
-                oauth_repo.record_failure(conn, by_address, now, window)
+                sign_in_repo.record_failure(conn, by_email, now, window)
+                sign_in_repo.record_failure(conn, by_address, now, window)
             else:
                 assert account is not None
-                oauth_repo.clear_failures(conn, by_email)
+                sign_in_repo.clear_failures(conn, by_email)
                 if on_success is not None:
                     on_success(conn, account)
         if not accepted:
@@ -168,8 +169,9 @@ class CredentialCheck:
         sign_ups = "sign-up:" + address[:90]
         with self.db.read() as conn:
             over = (
-                oauth_repo.failures(conn, sign_ups, now, window) >= self.limits.max_sign_ups_address
-                or oauth_repo.failures(conn, by_address, now, window)
+                sign_in_repo.failures(conn, sign_ups, now, window)
+                >= self.limits.max_sign_ups_address
+                or sign_in_repo.failures(conn, by_address, now, window)
                 >= self.limits.max_failures_address
             )
         if over:
@@ -183,11 +185,11 @@ class CredentialCheck:
             created = create()
         except AccountAlreadyExists:
             with self.db.write() as conn:
-                oauth_repo.record_failure(conn, sign_ups, now, window)
-                oauth_repo.record_failure(conn, by_address, now, window)
+                sign_in_repo.record_failure(conn, sign_ups, now, window)
+                sign_in_repo.record_failure(conn, by_address, now, window)
             raise
         with self.db.write() as conn:
-            oauth_repo.record_failure(conn, sign_ups, now, window)
+            sign_in_repo.record_failure(conn, sign_ups, now, window)
         return created
 
     def fresh_code(self, account_id: str, code: str, *, password: str | None = None) -> None:
@@ -198,7 +200,7 @@ class CredentialCheck:
         window = self.limits.failure_window
         key = "step-up:" + account_id
         with self.db.read() as conn:
-            over = oauth_repo.failures(conn, key, now, window) >= self.limits.max_failures_account
+            over = sign_in_repo.failures(conn, key, now, window) >= self.limits.max_failures_account
             account = portal_repo.find_account(conn, account_id)
         if over:
             raise CredentialsRefused(
@@ -209,11 +211,11 @@ class CredentialCheck:
         )
         step = self.totp_step(account, code) if account is not None and password_ok else None
         with self.db.write() as conn:
-            accepted = step is not None and oauth_repo.accept_totp_step(conn, account_id, step)
+            accepted = step is not None and sign_in_repo.accept_totp_step(conn, account_id, step)
             if accepted:
-                oauth_repo.clear_failures(conn, key)
+                sign_in_repo.clear_failures(conn, key)
             else:
-                oauth_repo.record_failure(conn, key, now, window)
+                sign_in_repo.record_failure(conn, key, now, window)
         if not accepted:
             raise CredentialsRefused(CODE_FAILED if password is None else STEP_UP_FAILED)
 
