@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.progress import log
+from paysign.store import repositories
 
-SIGNATURE_COLUMNS = (
-    "account_id, api_key_id, seller_host, seller_path, network, asset, pay_to, amount, nonce, "
-    "valid_before, sandbox, x402_version, status, created_at, tier, rule"
-)
+#: The ledger's rows (``bench.ledger``) hold the values in this order.
+SIGNATURE_COLUMNS = ", ".join(repositories.SIGNATURE_COLUMNS)
 
 
 class BulkDb:

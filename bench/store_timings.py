@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.request import PAY_TO, REQUEST_BODY, USDC_SEPOLIA
@@ -29,8 +30,11 @@ def store_timings(
     from paysign.store.repositories import SignatureRecord
     from paysign.store.signing_store import (
         PostgresSigningStore,
+        PostgresStatements,
         SigningStore,
         SqliteSigningStore,
+        SqlStatements,
+        psycopg_style,
     )
 
     db = None
@@ -73,21 +77,34 @@ def store_timings(
             rule="api.example.com",
         )
 
+    @contextlib.contextmanager
+    def statements(store: SigningStore) -> Iterator[SqlStatements]:
+        if isinstance(store, PostgresSigningStore):
+            with store.pool.connection() as conn, conn.cursor() as cur:
+                yield PostgresStatements(cur, psycopg_style)
+            return
+        lite = sqlite3.connect(str(data_dir / "paysign.db"), isolation_level=None)
+        try:
+            lite.execute("BEGIN IMMEDIATE")
+            try:
+                yield SqlStatements(lite.cursor(), str)
+            finally:
+                lite.execute("ROLLBACK")
+        finally:
+            lite.close()
+
     out: dict[str, float] = {}
     try:
-        with contextlib.suppress(_Rollback), store.transaction() as tx:
-            # The statements themselves: the transaction would answer repeats from memory.
-            sql = tx.statements if hasattr(tx, "statements") else tx
+        # The statements themselves, on a connection of their own in a transaction that is
+        # rolled back: a store transaction would answer repeats from memory.
+        with contextlib.suppress(_Rollback), statements(store) as sql:
             holder = sql.key_holder(key_hash, now)
             assert holder is not None
             aid, kid = holder.account_id, holder.key_id
             out["key_holder"] = timed(lambda: sql.key_holder(key_hash, now), n)
             out["grant_rows"] = len(sql.grants(aid, hosts))
             out["grants"] = timed(lambda: sql.grants(aid, hosts), n)
-            if hasattr(sql, "insert_signatures"):
-                out["insert"] = timed(lambda: sql.insert_signatures([record(aid, kid)]), n)
-            else:
-                out["insert"] = timed(lambda: sql.insert_signature(record(aid, kid)), n)
+            out["insert"] = timed(lambda: sql.insert_signatures([record(aid, kid)]), n)
             raise _Rollback
 
         def whole() -> None:

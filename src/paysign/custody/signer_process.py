@@ -142,7 +142,7 @@ class SignerProcess:
         self._watching = False
         self._closed = False
         self._gave_up = False
-        #: Payments signed by the child, and children started (for tests and the bench).
+        #: Payments signed by the child, and children started (what tests watch).
         self.signed_by_child = 0
         self.started = 0
 

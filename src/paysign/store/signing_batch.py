@@ -147,11 +147,6 @@ class BatchTransaction:
         self._pending: list[PendingEntry] = []
         self._refusals: list[RefusalRecord] = []
 
-    @property
-    def statements(self) -> SigningStatements:
-        """The SQL underneath, each call a statement (for measuring them one by one)."""
-        return self._sql
-
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
         key = (key_hash, now)
         if key not in self._holders:

@@ -292,7 +292,7 @@ class PostgresSigningStore:
         # The connection's block commits when it ends normally and rolls back when it raises;
         # a connection that broke is replaced as it goes back to the pool.
         with self.pool.connection() as conn, conn.cursor() as cur:
-            tx = BatchTransaction(PostgresStatements(cur, _psycopg_style))
+            tx = BatchTransaction(PostgresStatements(cur, psycopg_style))
             yield tx
             tx.flush()
 
@@ -308,7 +308,8 @@ _PLACEHOLDER = re.compile(r"(?<![:\w]):(\w+)|\?")
 
 
 @lru_cache(maxsize=128)
-def _psycopg_style(statement: str) -> str:
+def psycopg_style(statement: str) -> str:
+    """``statement`` with psycopg's placeholders (``PostgresStatements`` takes it)."""
     return _PLACEHOLDER.sub(lambda m: "%s" if m[1] is None else f"%({m[1]})s", statement)
 
 
