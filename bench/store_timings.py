@@ -28,14 +28,14 @@ def store_timings(
     from paysign.services.keys import hash_api_key
     from paysign.store.database import Database
     from paysign.store.repositories import SignatureRecord
-    from paysign.store.signing_store import (
+    from paysign.store.signing_postgres import (
         PostgresSigningStore,
         PostgresStatements,
-        SigningStore,
-        SqliteSigningStore,
-        SqlStatements,
         psycopg_style,
     )
+    from paysign.store.signing_sqlite import SqliteSigningStore
+    from paysign.store.signing_statements import SqlStatements
+    from paysign.store.signing_store import SigningStore
 
     db = None
     store: SigningStore

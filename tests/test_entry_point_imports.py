@@ -1,5 +1,7 @@
 """The entry points (``api``, ``portal``, ``oauth``, ``connector``) do not import each other
-(DESIGN 2): what two of them share lives in ``paysign.http``, which imports none of them.
+(DESIGN 2): what two of them share lives in ``paysign.http``, which imports none of them. Nor
+do they, or ``http``, reach the adapters (``store``, ``custody``, ``chain``): they call use
+cases in ``services``, and only the wiring (``app``, ``bootstrap``, ``cli``) builds adapters.
 
 Read with :mod:`ast`, nothing is imported; imports inside functions count too (a deferred
 import is still a dependency), and so do relative ones.
@@ -15,6 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "paysign"
 ENTRY_POINTS = ("api", "portal", "oauth", "connector")
 SHARED = "http"
+ADAPTERS = {"store", "custody", "chain"}
 
 
 def module_name(path: Path) -> str:
@@ -69,6 +72,15 @@ def test_an_entry_point_imports_no_other(entry_point: str) -> None:
 
 def test_the_shared_plumbing_imports_no_entry_point() -> None:
     assert offending_imports(SHARED, set(ENTRY_POINTS)) == []
+
+
+@pytest.mark.parametrize("entry_point", [*ENTRY_POINTS, SHARED])
+def test_an_entry_point_reaches_no_adapter(entry_point: str) -> None:
+    assert offending_imports(entry_point, ADAPTERS) == []
+
+
+def test_services_import_no_entry_point() -> None:
+    assert offending_imports("services", {*ENTRY_POINTS, SHARED}) == []
 
 
 def test_the_check_sees_every_kind_of_import() -> None:

@@ -25,7 +25,7 @@ from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver
 from paysign.custody.signer_process import SignerProcess
-from paysign.http.problems import problem_response
+from paysign.http.problems import internal_error_response, problem_response
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes
 from paysign.portal import create_portal
@@ -74,11 +74,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         # Logged, with the request id, by the request log middleware the error reaches next.
-        return problem_response(
-            problem_base,
-            "internal-error",
-            "the request failed inside paysign; nothing was signed",
-        )
+        return internal_error_response(problem_base)
 
     # The connector (MCP at the path of {mcp_url}) accepts API keys, then the access tokens of
     # the authorization server at {auth_url}; its RFC 9728 metadata names that server.

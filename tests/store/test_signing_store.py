@@ -1,5 +1,6 @@
-"""The signing store itself (store/signing_store.py): the signature rows it writes, on SQLite and
-PostgreSQL, and its PostgreSQL connections outliving what the server does to them."""
+"""The signing stores themselves (store/signing_sqlite.py, signing_postgres.py): the signature
+rows they write, on SQLite and PostgreSQL, and the PostgreSQL store's connections outliving
+what the server does to them."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from functools import partial
 
 import pytest
 import sqlalchemy as sa
+from psycopg_pool import PoolTimeout
 
-from conftest import signature_body
+from conftest import free_port, signature_body
 from paysign.protocol import SignedPayment
 from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 from paysign.store.schema import signatures
-from paysign.store.signing_store import PostgresSigningStore, SigningStore
+from paysign.store.signing_postgres import DatabaseUnreachable, PostgresSigningStore
+from paysign.store.signing_store import SigningStore
 
 NOW = 1_790_000_000
 
@@ -141,3 +144,17 @@ def test_closing_the_store_ends_its_connections_and_threads(runtime) -> None:
                 break
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_an_unreachable_database_is_waited_for_once_then_refused_at_once() -> None:
+    """Group commit re-runs a failed batch's requests one by one: were each to wait for a
+    connection in turn, the last of a batch would wait minutes for its error."""
+    db = Database(f"postgresql://postgres@127.0.0.1:{free_port()}/test")  # nothing listens
+    store = PostgresSigningStore(db, connections=2, connection_wait=0.3)
+    try:
+        with pytest.raises(PoolTimeout), store.transaction():
+            pass
+        with pytest.raises(DatabaseUnreachable), store.transaction():
+            pass
+    finally:
+        db.dispose()

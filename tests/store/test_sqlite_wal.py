@@ -14,7 +14,7 @@ import pytest
 from conftest import signature_body
 from paysign.services.signing import SigningDeps, by_api_key, sign_payment_for
 from paysign.store.database import Database
-from paysign.store.signing_store import SqliteSigningStore
+from paysign.store.signing_sqlite import SqliteSigningStore
 
 
 def test_the_wal_starts_over_under_steady_writes(runtime, account, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from paysign.http.problems import problem_response
+from paysign.http.problems import internal_error_response
 from paysign.logging import REQUEST_EVENT
 
 log = structlog.get_logger("paysign.http")
@@ -48,12 +48,7 @@ class RequestLogMiddleware:
         except Exception:
             log.exception("unhandled_error", request_id=request_id, path=scope.get("path"))
             if not status["sent"]:
-                response = problem_response(
-                    self.problem_base,
-                    "internal-error",
-                    "the request failed inside paysign; nothing was signed",
-                )
-                await response(scope, receive, send_with_id)
+                await internal_error_response(self.problem_base)(scope, receive, send_with_id)
         finally:
             log.info(
                 REQUEST_EVENT,

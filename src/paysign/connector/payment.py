@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
@@ -28,10 +27,8 @@ from paysign.protocol.payment_required import (
     decode_settlement,
     payment_header_name,
 )
-from paysign.protocol.usdc import USDC_BASE_UNITS, format_usdc
+from paysign.protocol.usdc import format_usdc
 from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for
-
-USDC = Decimal(USDC_BASE_UNITS)
 
 
 class ToolFailure(Exception):

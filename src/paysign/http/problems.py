@@ -222,6 +222,13 @@ def problem_response(
     )
 
 
+def internal_error_response(problem_base: str) -> Response:
+    """The answer to an unexpected error: it says nothing of the error, which goes to the log."""
+    return problem_response(
+        problem_base, "internal-error", "the request failed inside paysign; nothing was signed"
+    )
+
+
 def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, bytes]:
     """The status and ``application/problem+json`` body for a domain error."""
     kind = PROBLEM_TYPES.get(error.slug) or PROBLEM_TYPES["internal-error"]

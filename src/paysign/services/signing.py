@@ -44,7 +44,6 @@ from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
     PaymentTerms,
     PreparedPayment,
-    SignatureRequest,
     SignedPayment,
     parse_signature_request,
     prepare_payment,
@@ -91,11 +90,11 @@ def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
 
 @dataclass(frozen=True, slots=True)
 class SigningRequest:
-    """A request to sign, its body checked: the terms and their seller, or why they are
-    invalid (answered only once ``load_holder`` finds the caller)."""
+    """A request to sign, its body checked: the seller's terms and where the seller is, or why
+    they are invalid (answered only once ``load_holder`` finds the caller)."""
 
     load_holder: HolderLoader
-    checked: tuple[SignatureRequest, SellerLocation] | PaysignError
+    checked: tuple[PaymentTerms, SellerLocation] | PaysignError
     sandbox: bool
     now: int
 
@@ -106,7 +105,7 @@ def signing_request(
     """``body`` is the request's decoded JSON, or its raw bytes (the API's: decoded and
     validated once per distinct body, ``RequestBodies``)."""
     try:
-        checked: tuple[SignatureRequest, SellerLocation] | PaysignError
+        checked: tuple[PaymentTerms, SellerLocation] | PaysignError
         checked = _checked_body(deps, body, sandbox)
     except PaysignError as exc:
         checked = exc
@@ -115,7 +114,7 @@ def signing_request(
 
 def _checked_body(
     deps: SigningDeps, body: object, sandbox: bool
-) -> tuple[SignatureRequest, SellerLocation]:
+) -> tuple[PaymentTerms, SellerLocation]:
     if isinstance(body, bytes):
         request = deps.bodies.validated(body)
     else:
@@ -137,7 +136,7 @@ def _checked_body(
         raise SellerResourceMismatch(
             unbound.pointer, unbound.reason, unbound.seller_host, unbound.resource_host
         )
-    return request, seller
+    return request.terms, seller
 
 
 # --- 2. inside the transaction ---
@@ -157,13 +156,13 @@ def decide_and_record(request: SigningRequest, context: SigningContext) -> Signi
         return NotAuthenticated("Unauthorized")
     if isinstance(request.checked, PaysignError):
         return request.checked
-    terms, seller = request.checked[0].terms, request.checked[1]
+    terms, seller = request.checked
     decision = context.decision(holder, seller)
     if decision.allowed:
-        refusal, rule = _within_caps(context.tx, holder, request, terms)
+        refusal, rule = _within_caps(tx, holder, request, terms)
         if refusal is None:
             signer = context.signer(holder)
-            prepared = prepare_payment(terms, signer, now=now, nonce=context.new_nonce())
+            prepared = prepare_payment(terms, signer, now=now, nonce=context.deps.new_nonce())
             tx.insert_signature(_signature_record(holder, seller, request, prepared, decision))
             _touch_key(tx, holder, now)
             return prepared

@@ -47,7 +47,7 @@ class SigningDeps:
     clock: Clock
     registry: AssetRegistry
     tiers: TierLookup = field(default_factory=NoListings)
-    new_nonce: Callable[[], bytes] = field(default=lambda: time_ordered_nonce())
+    new_nonce: Callable[[], bytes] = time_ordered_nonce
     #: The signer process's ``wallet_signer`` when there is one (it may sign ahead of time).
     wallet_signer: WalletSigners = WalletSigner
     #: Raw bodies validated lately (``signing.signing_request`` given ``bytes``).
@@ -60,10 +60,10 @@ class SigningDeps:
 class SigningContext:
     """One store transaction, as the signing requests that share it see it."""
 
-    __slots__ = ("_decisions", "_deps", "_signers", "tx")
+    __slots__ = ("_decisions", "_signers", "deps", "tx")
 
     def __init__(self, deps: SigningDeps, tx: SigningTransaction) -> None:
-        self._deps = deps
+        self.deps = deps
         self.tx = tx
         self._decisions: dict[tuple[str, SellerLocation, Tier], Decision] = {}
         self._signers: dict[tuple[str, bytes], DigestSigner] = {}
@@ -74,7 +74,7 @@ class SigningContext:
         transaction writes changes them)."""
         # The catalog snapshot may refresh itself with a query: through the reader, never
         # through the signing store's connection, so it cannot wait on what this one holds.
-        tier = self._deps.tiers.tier_of(seller)
+        tier = self.deps.tiers.tier_of(seller)
         key = (holder.account_id, seller, tier)
         found = self._decisions.get(key)
         if found is None:
@@ -88,13 +88,10 @@ class SigningContext:
         found = self._signers.get(key)
         if found is None:
             sealed = SealedSecret.from_bytes(holder.sealed_wallet_key)
-            private_key = self._deps.vault.open(wallet_context(holder.wallet_id), sealed)
+            private_key = self.deps.vault.open(wallet_context(holder.wallet_id), sealed)
             address = parse_address(holder.wallet_address)
-            found = self._signers[key] = self._deps.wallet_signer(private_key, address)
+            found = self._signers[key] = self.deps.wallet_signer(private_key, address)
         return found
-
-    def new_nonce(self) -> bytes:
-        return self._deps.new_nonce()
 
 
 __all__ = ["SigningContext", "SigningDeps", "WalletSigners", "time_ordered_nonce"]

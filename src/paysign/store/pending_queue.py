@@ -51,7 +51,7 @@ SET last_seen = excluded.last_seen, refused_count = pending_sellers.refused_coun
 
 
 class PendingStatements:
-    """The queue's statements over the cursor of ``signing_store.SqlStatements`` (SQLite)."""
+    """The queue's statements over the cursor of ``signing_statements.SqlStatements`` (SQLite)."""
 
     _cur: Any
     _sql: Callable[[str], str]
