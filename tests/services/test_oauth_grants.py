@@ -13,7 +13,12 @@ from conftest import FrozenClock
 from paysign.bootstrap import Runtime
 from paysign.services import accounts
 from paysign.services.oauth_clients import Registrations, check_metadata
-from paysign.services.oauth_grants import AuthorizationService, IssuedTokens, OAuthConfig
+from paysign.services.oauth_grants import (
+    AuthorizationService,
+    CodeGrant,
+    IssuedTokens,
+    OAuthConfig,
+)
 from paysign.services.oauth_refusals import (
     LINK_USED,
     NotThisBrowser,
@@ -66,13 +71,22 @@ def _signed_in(grants: AuthorizationService, signer: Signer, clock: FrozenClock)
     return txn, browser
 
 
-def _tokens(grants: AuthorizationService, signer: Signer, clock: FrozenClock) -> IssuedTokens:
+def _approved(
+    grants: AuthorizationService, signer: Signer, clock: FrozenClock
+) -> tuple[str, str, str, CodeGrant]:
+    """A request signed in to and approved: its transaction id, the browser's cookie, its
+    authorization code and the grant the code stands for."""
     txn, browser = _signed_in(grants, signer, clock)
     csrf = grants.pending(txn, browser, consent=True).csrf
     _, code = grants.decide(txn, csrf, browser, approve=True)
     assert code is not None
     grant = grants.load_code(code)
     assert grant is not None
+    return txn, browser, code, grant
+
+
+def _tokens(grants: AuthorizationService, signer: Signer, clock: FrozenClock) -> IssuedTokens:
+    _, _, code, grant = _approved(grants, signer, clock)
     issued = grants.exchange_code(code, grant)
     assert issued is not None
     return issued
@@ -117,12 +131,7 @@ def test_a_wrong_password_is_refused_with_the_shared_message(
 def test_a_replayed_code_revokes_the_tokens_it_was_exchanged_for(
     runtime: Runtime, grants: AuthorizationService, signer: Signer, clock: FrozenClock
 ) -> None:
-    txn, browser = _signed_in(grants, signer, clock)
-    csrf = grants.pending(txn, browser, consent=True).csrf
-    _, code = grants.decide(txn, csrf, browser, approve=True)
-    assert code is not None
-    grant = grants.load_code(code)
-    assert grant is not None
+    txn, browser, code, grant = _approved(grants, signer, clock)
     issued = grants.exchange_code(code, grant)
     assert issued is not None
     assert grants.resolve(issued.access_token) is not None
