@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
+
+import structlog
 
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS
 from paysign.store.signing_batch import BatchTransaction
 from paysign.store.signing_statements import SqlStatements
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
+#: The longest wait between two checkpoint attempts while they keep failing.
+CHECKPOINT_MAX_BACKOFF_SECONDS = 30.0
+
+log = structlog.get_logger("paysign.store")
 
 
 class SqliteSigningStore:
@@ -23,7 +29,13 @@ class SqliteSigningStore:
     inline = True
     executor: Executor | None = None
 
-    def __init__(self, path: str, *, checkpoint_every: float = 1.0) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        checkpoint_every: float = 1.0,
+        checkpoint_connect: Callable[[str], sqlite3.Connection] | None = None,
+    ) -> None:
         self._conn = _connect(path)
         self._conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         # Checkpoints copy the WAL into a database file that grows with the ledger; they run
@@ -31,6 +43,7 @@ class SqliteSigningStore:
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._checkpoint_connect = checkpoint_connect or _connect
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop,
             args=(path, checkpoint_every),
@@ -39,20 +52,49 @@ class SqliteSigningStore:
         )
         self._checkpointer.start()
 
+    @property
+    def checkpointing(self) -> bool:
+        """The checkpoint thread is running."""
+        return self._checkpointer.is_alive()
+
     def _checkpoint_loop(self, path: str, every: float) -> None:
-        conn = _connect(path)
+        # Nothing may end this loop but close(): without it the WAL grows for good. A failed
+        # attempt (a full disk, an I/O error, a broken connection) drops its connection, is
+        # logged, and is tried again on a fresh one after a growing pause.
+        conn: sqlite3.Connection | None = None
+        pause = every
         try:
-            while not self._stop.wait(every):
-                # The bulk of the copy, beside the writer. Under steady load that never ends
-                # the WAL, though: a writer starts it over only when a checkpoint has copied
-                # every frame, and frames keep arriving. So the last few are copied with the
-                # writer paused (milliseconds), and the next transaction starts the WAL over;
-                # otherwise it grows by megabytes a second and every read slows down with it.
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                with self._lock:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            while not self._stop.wait(pause):
+                try:
+                    if conn is None:
+                        conn = self._checkpoint_connect(path)
+                    self._checkpoint(conn)
+                except Exception as exc:
+                    _close_quietly(conn)
+                    conn = None
+                    pause = min(max(pause, every) * 2, max(every, CHECKPOINT_MAX_BACKOFF_SECONDS))
+                    log.warning(
+                        "wal_checkpoint_failed",
+                        error_type=type(exc).__name__,
+                        error=str(exc),
+                        retry_in_seconds=pause,
+                    )
+                    continue
+                if pause != every:
+                    log.info("wal_checkpoint_recovered")
+                pause = every
         finally:
-            conn.close()
+            _close_quietly(conn)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        # The bulk of the copy, beside the writer. Under steady load that never ends the WAL,
+        # though: a writer starts it over only when a checkpoint has copied every frame, and
+        # frames keep arriving. So the last few are copied with the writer paused
+        # (milliseconds), and the next transaction starts the WAL over; otherwise it grows by
+        # megabytes a second and every read slows down with it.
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with self._lock:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @contextmanager
     def transaction(self) -> Iterator[BatchTransaction]:
@@ -81,6 +123,15 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def _close_quietly(conn: sqlite3.Connection | None) -> None:
+    """Close ``conn`` if there is one, whatever state a failure left it in."""
+    if conn is not None:
+        try:
+            conn.close()
+        except sqlite3.Error:
+            log.warning("wal_checkpoint_connection_not_closed")
 
 
 def _same(statement: str) -> str:
