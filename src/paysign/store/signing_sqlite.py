@@ -105,10 +105,14 @@ class SqliteSigningStore:
                 tx = BatchTransaction(SqlStatements(cur, _same))
                 yield tx
                 tx.flush()
+                cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                # SQLite undoes some failed transactions itself (a full disk), and a failed
+                # COMMIT may leave one open: roll back only what is open, so the error that
+                # matters is the one raised and the next BEGIN finds no transaction.
+                if self._conn.in_transaction:
+                    cur.execute("ROLLBACK")
                 raise
-            cur.execute("COMMIT")
 
     def close(self) -> None:
         self._stop.set()
