@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import structlog
 from starlette.types import Receive, Scope, Send
 
 from paysign.errors import (
@@ -23,17 +22,13 @@ from paysign.errors import (
     UnsupportedMediaType,
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
-from paysign.http.problems import UNAVAILABLE_RETRY_AFTER_SECONDS, problem_body, unavailable_problem
+from paysign.http.problems import problem_body
 from paysign.protocol import SignedPayment
-from paysign.services.availability import database_unavailable
 from paysign.services.keys import bearer_token, looks_like_api_key
 from paysign.services.signing import Completion, SigningDeps, SigningQueue, authenticate, by_api_key
 
-log = structlog.get_logger("paysign.http")
-
 _JSON = b"application/json"
 _PROBLEM_JSON = b"application/problem+json"
-_RETRY_AFTER = [(b"retry-after", str(UNAVAILABLE_RETRY_AFTER_SECONDS).encode())]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -133,12 +128,5 @@ class SignatureEndpoint:
         except PaysignError as exc:
             status, problem = problem_body(self.problem_base, exc)
             await respond(send, status, problem, _PROBLEM_JSON)
-            return
-        except Exception as exc:
-            if not database_unavailable(exc):
-                raise  # the request log middleware answers 500 and logs it
-            log.warning("database_unavailable", error_type=type(exc).__name__, error=str(exc))
-            status, problem = unavailable_problem(self.problem_base)
-            await respond(send, status, problem, _PROBLEM_JSON, _RETRY_AFTER)
             return
         await respond(send, 200, render(signed), _JSON)
