@@ -1,36 +1,105 @@
-"""Work the server does on its own between requests: periodic reconciliation."""
+"""Work the server does on its own between requests: periodic reconciliation, run by one
+process of the cluster at a time (the holder of the job's lease, ``services.job_leases``)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import structlog
 
 from paysign.bootstrap import Runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
+from paysign.services.job_leases import JobLease
 from paysign.services.reconcile import reconcile
 
 log = structlog.get_logger("paysign.background")
 
+RECONCILE_JOB = "reconcile"
 
-def start_reconciler(runtime: Runtime) -> threading.Event | None:
-    """Reconcile every ``reconcile_interval_seconds`` while the server runs; set the returned
-    event to stop. Nothing starts when no network has an RPC endpoint."""
+
+def start_background_jobs(runtime: Runtime) -> Callable[[], None]:
+    """Start every periodic job; call the returned function to stop them (it waits for a run
+    in progress and gives the leases up)."""
+    reconciler = start_reconciler(runtime)
+    return reconciler.stop if reconciler is not None else lambda: None
+
+
+class LeasedJob:
+    """``job`` every ``interval`` seconds while this process holds the job's lease, which it
+    renews every third of the lease's lifetime."""
+
+    def __init__(
+        self,
+        lease: JobLease,
+        interval: float,
+        job: Callable[[], None],
+        *,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.lease = lease
+        self.interval = interval
+        self.job = job
+        self._on_stop = on_stop
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"paysign-{lease.name}", daemon=True
+        )
+
+    def start(self) -> LeasedJob:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _holds(self) -> bool:
+        try:
+            return self.lease.hold()
+        except Exception:  # the database is away: not held; asked again next time
+            log.exception("job_lease_failed", job=self.lease.name)
+            return False
+
+    def _loop(self) -> None:
+        renew_every = max(1.0, self.lease.ttl / 3)
+        held = False
+        due = time.monotonic() + self.interval
+        while not self._stop.wait(min(renew_every, max(0.0, due - time.monotonic()))):
+            now_held = self._holds()
+            if now_held != held:
+                log.info("job_lease_taken" if now_held else "job_lease_lost", job=self.lease.name)
+                held = now_held
+            if held and time.monotonic() >= due:
+                self.job()
+            if time.monotonic() >= due:
+                due = time.monotonic() + self.interval
+        if held:
+            try:
+                self.lease.release()
+            except Exception:  # it expires on its own
+                log.exception("job_lease_release_failed", job=self.lease.name)
+        if self._on_stop is not None:
+            self._on_stop()
+
+
+def start_reconciler(runtime: Runtime) -> LeasedJob | None:
+    """Reconcile every ``reconcile_interval_seconds`` in the lease holder; ``stop()`` the
+    returned job. Nothing starts when no network has an RPC endpoint."""
     settings = runtime.settings
     if not settings.rpc_urls:
         return None
-    stop = threading.Event()
     chain = RpcAuthorizationStates(settings.rpc_urls)
 
-    def loop() -> None:
-        while not stop.wait(settings.reconcile_interval_seconds):
-            try:
-                reconcile(
-                    runtime.db, runtime.clock, chain, grace_seconds=settings.reconcile_grace_seconds
-                )
-            except Exception:  # keep reconciling next time; the server must not die of it
-                log.exception("reconcile_failed")
-        chain.close()
+    def run() -> None:
+        try:
+            reconcile(
+                runtime.db, runtime.clock, chain, grace_seconds=settings.reconcile_grace_seconds
+            )
+        except Exception:  # keep reconciling next time; the server must not die of it
+            log.exception("reconcile_failed")
 
-    threading.Thread(target=loop, name="paysign-reconciler", daemon=True).start()
-    return stop
+    lease = JobLease(runtime.db, runtime.clock, RECONCILE_JOB, ttl=settings.job_lease_seconds)
+    return LeasedJob(lease, settings.reconcile_interval_seconds, run, on_stop=chain.close).start()

@@ -1,6 +1,6 @@
 """``paysign``: run the service and administer it.
 
-    paysign serve [--host H] [--port P]
+    paysign serve [--host H] [--port P] [--workers N]
     paysign demo [--host H] [--port P]
     paysign reconcile
     paysign admin create-account --email E --password P
@@ -29,20 +29,17 @@ from typing import Any, Literal
 import click
 import orjson
 
-from paysign.background import start_reconciler
-from paysign.bootstrap import Runtime, build_runtime, prepare_data_dir
+from paysign.bootstrap import Runtime, build_runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
-from paysign.chain.devchain import sandbox_chain
 from paysign.chain.devchain_files import running_devchain
 from paysign.config import Settings
 from paysign.datadir import DataDirExposed
 from paysign.demo.cli import demo
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
-from paysign.server_start import tune_gc_for_serving
 from paysign.services import accounts, activity, keys, policy
-from paysign.services.catalog import import_catalog, seed_demo_catalog
+from paysign.services.catalog import import_catalog
 from paysign.services.reconcile import reconcile
 
 
@@ -86,49 +83,18 @@ def main() -> None:
 @main.command()
 @click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default 8402).")
-def serve(host: str | None, port: int | None) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Server processes on the port (more than 1: a supervisor starts them; docs/deploy.md).",
+)
+def serve(host: str | None, port: int | None, workers: int) -> None:
     """Run the service with the embedded defaults (or the PAYSIGN_* settings)."""
-    import uvicorn
+    from paysign.serving.command import run_serve
 
-    from paysign.app import create_app
-
-    settings = Settings.listening_on(host, port)
-    configure_logging(settings.log_level)
-    try:
-        # Before the dev chain or the database write anything into it.
-        prepare_data_dir(settings)
-    except DataDirExposed as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
-    # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
-    with sandbox_chain(settings) as settings:
-        runtime = build_runtime(settings)
-        if seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url):
-            click.echo(
-                f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
-            )
-        app = create_app(runtime)
-        stop_reconciler = start_reconciler(runtime)
-        click.echo(
-            f"paysign listening on {settings.resolved_base_url} "
-            f"(database: {'postgresql' if not runtime.db.is_sqlite else 'sqlite'})",
-            err=True,
-        )
-        tune_gc_for_serving()
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            access_log=False,
-            loop="auto",
-            http="auto",
-            lifespan="off",
-            **settings.uvicorn_proxy_options(),
-        )
-        if stop_reconciler is not None:
-            stop_reconciler.set()
+    sys.exit(run_serve(Settings.listening_on(host, port), workers))
 
 
 @main.command("reconcile")

@@ -59,6 +59,14 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: int = 60
     #: Wait this long past validBefore before asking the chain (clock skew, block lag).
     reconcile_grace_seconds: int = 120
+    #: A periodic job runs in one process of the cluster, the holder of its lease: renewed
+    #: every third of this, taken over by another process this long after its holder died.
+    job_lease_seconds: int = Field(default=30, ge=3)
+
+    #: Connections per server process (``paysign serve --workers N`` opens N times these):
+    #: the SQLAlchemy engine's pool (plus half as many overflow) and the signing store's pool.
+    database_pool_size: int = Field(default=8, ge=1)
+    signing_connections: int = Field(default=8, ge=1)
 
     #: Sandbox chain. Unset testnet_rpc_url: ``serve`` runs a local anvil dev chain (chain id
     #: 84532, state under data_dir) with a test USDC. Set it (the real Base Sepolia in

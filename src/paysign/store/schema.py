@@ -314,3 +314,15 @@ portal_sessions = sa.Table(
 )
 sa.Index("ix_portal_sessions_account_id", portal_sessions.c.account_id)
 sa.Index("ix_portal_sessions_expires_at", portal_sessions.c.expires_at)
+
+# --- background jobs ------------------------------------------------------------------------
+
+# The process (``holder``) that runs a periodic job (``name``) until ``expires_at`` (Unix
+# seconds); it renews the lease while it lives, and anyone may take an expired one.
+job_leases = sa.Table(
+    "job_leases",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("holder", sa.String(128), nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+)

@@ -1,0 +1,1 @@
+"""``paysign serve``: one server process, or a supervisor and N worker processes on one port."""

@@ -1,0 +1,107 @@
+"""``paysign serve [--workers N]``: the set-up done once (data directory, dev chain, database
+migrations, the demo catalog), then one server process, or a supervisor and N workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+
+import click
+import structlog
+
+from paysign.bootstrap import Runtime, build_runtime, prepare_data_dir
+from paysign.chain.devchain import sandbox_chain
+from paysign.config import Settings
+from paysign.datadir import DataDirExposed, secure_data_dir
+from paysign.logging import configure_logging
+from paysign.services.catalog import seed_demo_catalog
+from paysign.serving.process import StopSignals, serve
+from paysign.serving.supervisor import Supervisor
+
+log = structlog.get_logger("paysign.serve")
+
+METRICS_DIR_NAME = "prometheus-multiproc"
+
+
+def run_serve(settings: Settings, workers: int) -> int:
+    """Serve until SIGTERM or SIGINT, then stop cleanly; the exit status."""
+    configure_logging(settings.log_level)
+    try:
+        # Before the dev chain or the database write anything into it.
+        prepare_data_dir(settings)
+    except DataDirExposed as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
+    # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
+    with StopSignals() as stop, sandbox_chain(settings) as settings:
+        runtime = build_runtime(settings)
+        if seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url):
+            click.echo(
+                f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
+            )
+        if workers == 1:
+            _announce(runtime, workers)
+            serve(runtime, stop)
+            return 0
+        _warn_about_connections(runtime, workers)
+        runtime.db.dispose()  # the supervisor itself serves nothing
+        env = worker_environment(settings)
+        listener = _bind(settings)
+        _announce(runtime, workers)
+        try:
+            return Supervisor(workers, listener, env, stop).run()
+        finally:
+            listener.close()
+
+
+def _announce(runtime: Runtime, workers: int) -> None:
+    database = "sqlite" if runtime.db.is_sqlite else "postgresql"
+    processes = "" if workers == 1 else f", {workers} workers"
+    click.echo(
+        f"paysign listening on {runtime.settings.resolved_base_url} "
+        f"(database: {database}{processes})",
+        err=True,
+    )
+
+
+def _bind(settings: Settings) -> socket.socket:
+    import uvicorn
+
+    config = uvicorn.Config(app="", host=settings.host, port=settings.port, log_config=None)
+    return config.bind_socket()
+
+
+def worker_environment(settings: Settings) -> dict[str, str]:
+    """The workers' environment: the address the supervisor listens on, and a fresh private
+    directory for the metrics of several processes unless one is configured."""
+    env = dict(os.environ)
+    env["PAYSIGN_HOST"] = settings.host
+    env["PAYSIGN_PORT"] = str(settings.port)
+    if "PROMETHEUS_MULTIPROC_DIR" not in env:
+        secure_data_dir(settings.data_dir)
+        metrics_dir = settings.data_dir / METRICS_DIR_NAME
+        # A dead process's files would be summed into the new ones' metrics.
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(mode=0o700)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    return env
+
+
+def _warn_about_connections(runtime: Runtime, workers: int) -> None:
+    if runtime.db.is_sqlite:
+        return
+    settings = runtime.settings
+    engine = settings.database_pool_size + settings.database_pool_size // 2
+    needed = workers * (engine + settings.signing_connections)
+    with runtime.db.read() as conn:
+        limit = int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+    if needed > limit:
+        log.warning(
+            "database_connections_may_run_out",
+            workers=workers,
+            per_worker=engine + settings.signing_connections,
+            needed=needed,
+            max_connections=limit,
+        )

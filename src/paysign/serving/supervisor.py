@@ -1,0 +1,211 @@
+"""``paysign serve --workers N``: a supervisor process and N worker processes on one port.
+
+The supervisor binds the listening socket once and hands it to each worker, started as a fresh
+interpreter (``python -m paysign.serving.worker``) with the socket's descriptor passed
+(``pass_fds``). Not fork: the supervisor runs the dev chain's threads, and a forked child would
+inherit their locks half-taken. Not SO_REUSEPORT with each worker binding: with one shared
+socket the kernel's queue of pending connections outlives any one worker, so a worker that is
+killed or replaced leaves its share of the queue to the others instead of refusing it, and a
+graceful restart needs no second bind.
+
+- A worker that dies is started again, after 0.5 s doubling to 30 s while its successors keep
+  dying young, so a crash loop does not spin.
+- SIGHUP: a fresh set of workers is started; once every one of them accepts connections the old
+  ones get SIGTERM and drain (uvicorn finishes their requests in flight). Should a new one die
+  before it is ready, the old set stays.
+- SIGTERM or SIGINT: every worker gets SIGTERM and drains; ``run`` returns 0 once all have
+  exited, and the caller stops the dev chain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from types import FrameType
+
+import structlog
+
+from paysign.serving.process import StopSignals
+
+log = structlog.get_logger("paysign.supervisor")
+
+#: A worker that lived shorter than this counts as a crash for the back-off.
+SHORT_LIFE_SECONDS = 10.0
+FIRST_RESTART_DELAY = 0.5
+MAX_RESTART_DELAY = 30.0
+TICK_SECONDS = 0.1
+
+
+@dataclasses.dataclass(slots=True)
+class Worker:
+    slot: int
+    generation: int
+    process: subprocess.Popen[bytes]
+    ready_fd: int
+    started_at: float
+    ready: bool = False
+    retiring: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@dataclasses.dataclass(slots=True)
+class _Slot:
+    failures: int = 0
+    restart_at: float | None = None
+
+
+def worker_exited(pid: int) -> None:
+    """Tell the metrics of a multi-process server that ``pid`` is gone (when that module is
+    installed: its gauges of a dead worker would otherwise stay)."""
+    try:
+        metrics = importlib.import_module("paysign.metrics")
+    except ImportError:
+        return
+    exited = getattr(metrics, "worker_exited", None)
+    if exited is not None:
+        exited(pid)
+
+
+class Supervisor:
+    def __init__(
+        self, workers: int, listener: socket.socket, env: dict[str, str], stop: StopSignals
+    ) -> None:
+        self.count = workers
+        self.listener = listener
+        self.env = env
+        self.stop = stop
+        self.workers: list[Worker] = []
+        self.generation = 0
+        self.slots = [_Slot() for _ in range(workers)]
+        self._reload_requested = False
+        self._pending_generation: int | None = None
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGHUP, self._on_hangup)
+        try:
+            for slot in range(self.count):
+                self._spawn(slot, self.generation)
+            while not self.stop.requested:
+                self._tick()
+                time.sleep(TICK_SECONDS)
+            self._stop_all()
+        finally:
+            signal.signal(signal.SIGHUP, previous)
+        return 0
+
+    def _on_hangup(self, sig: int, frame: FrameType | None) -> None:
+        self._reload_requested = True
+
+    def _spawn(self, slot: int, generation: int) -> Worker:
+        ready_read, ready_write = os.pipe()
+        os.set_blocking(ready_read, False)
+        command = [
+            sys.executable,
+            "-m",
+            "paysign.serving.worker",
+            str(self.listener.fileno()),
+            str(ready_write),
+            str(os.getpid()),
+        ]
+        try:
+            process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
+                command, env=self.env, pass_fds=(self.listener.fileno(), ready_write)
+            )
+        finally:
+            os.close(ready_write)
+        worker = Worker(slot, generation, process, ready_read, time.monotonic())
+        self.workers.append(worker)
+        log.info("worker_started", pid=process.pid, slot=slot, generation=generation)
+        return worker
+
+    def _tick(self) -> None:
+        for worker in self.workers:
+            self._check_ready(worker)
+        for worker in [w for w in self.workers if w.process.poll() is not None]:
+            self._reap(worker)
+        if self._reload_requested and self._pending_generation is None:
+            self._reload_requested = False
+            self._pending_generation = self.generation + 1
+            log.info("graceful_restart", generation=self._pending_generation)
+            for slot in range(self.count):
+                self._spawn(slot, self._pending_generation)
+        self._finish_reload()
+        now = time.monotonic()
+        for slot, state in enumerate(self.slots):
+            if state.restart_at is not None and now >= state.restart_at:
+                state.restart_at = None
+                self._spawn(slot, self.generation)
+
+    def _check_ready(self, worker: Worker) -> None:
+        if worker.ready:
+            return
+        with contextlib.suppress(BlockingIOError):
+            if os.read(worker.ready_fd, 1):
+                worker.ready = True
+
+    def _reap(self, worker: Worker) -> None:
+        self.workers.remove(worker)
+        os.close(worker.ready_fd)
+        worker_exited(worker.pid)
+        status = worker.process.returncode
+        if worker.retiring or self.stop.requested:
+            log.info("worker_stopped", pid=worker.pid, status=status)
+            return
+        if worker.generation == self._pending_generation:
+            log.error("graceful_restart_failed", pid=worker.pid, status=status)
+            self._abandon_reload()
+            return
+        if worker.generation != self.generation:
+            return
+        state = self.slots[worker.slot]
+        lived = time.monotonic() - worker.started_at
+        state.failures = state.failures + 1 if lived < SHORT_LIFE_SECONDS else 1
+        delay = min(FIRST_RESTART_DELAY * 2 ** (state.failures - 1), MAX_RESTART_DELAY)
+        state.restart_at = time.monotonic() + delay
+        log.warning("worker_died", pid=worker.pid, status=status, restart_in_seconds=delay)
+
+    def _finish_reload(self) -> None:
+        pending = self._pending_generation
+        if pending is None:
+            return
+        new = [w for w in self.workers if w.generation == pending]
+        if len(new) < self.count or not all(w.ready for w in new):
+            return
+        for worker in self.workers:
+            if worker.generation != pending:
+                self._retire(worker)
+        self.generation = pending
+        self._pending_generation = None
+        for state in self.slots:
+            state.failures, state.restart_at = 0, None
+        log.info("graceful_restart_done", generation=pending)
+
+    def _abandon_reload(self) -> None:
+        pending, self._pending_generation = self._pending_generation, None
+        for worker in self.workers:
+            if worker.generation == pending:
+                self._retire(worker)
+
+    def _retire(self, worker: Worker) -> None:
+        worker.retiring = True
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.send_signal(signal.SIGTERM)
+
+    def _stop_all(self) -> None:
+        for worker in self.workers:
+            self._retire(worker)
+        while self.workers:
+            for worker in [w for w in self.workers if w.process.poll() is not None]:
+                self._reap(worker)
+            time.sleep(TICK_SECONDS)
+        log.info("workers_stopped")
