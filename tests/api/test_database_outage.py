@@ -179,6 +179,13 @@ def test_postgres_outage_is_503_then_recovers(tmp_path: Path, relay: Relay) -> N
                 headers={**auth, "Accept": "application/json, text/event-stream"},
             )
             assert_unavailable(mcp)
+            session = {"Cookie": "paysign_session=" + "s" * 43}  # looked up: the database
+            assert_unavailable(http.get("/portal/", headers=session))
+            registration = http.post(
+                "/oauth/register",
+                json={"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "x"},
+            )
+            assert_unavailable(registration)
             assert http.get("/readyz").status_code == 503
 
             relay.restore()
