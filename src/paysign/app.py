@@ -42,7 +42,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     settings = runtime.settings
     problem_base = settings.resolved_problem_base
     catalog = Catalog(runtime.db, settings)
-    store = signing_store_for(runtime.db)
+    store = signing_store_for(runtime.db, connections=settings.signing_connections)
     signer = SignerProcess() if settings.signer_process else None
     if signer is not None:
         runtime.db.on_dispose(signer.close)

@@ -63,6 +63,12 @@ class LeasedJob:
             log.exception("job_lease_failed", job=self.lease.name)
             return False
 
+    def _run(self) -> None:
+        try:
+            self.job()
+        except Exception:  # run again next time; the thread (and the lease's renewal) goes on
+            log.exception("background_job_failed", job=self.lease.name)
+
     def _loop(self) -> None:
         renew_every = max(1.0, self.lease.ttl / 3)
         held = False
@@ -73,7 +79,7 @@ class LeasedJob:
                 log.info("job_lease_taken" if now_held else "job_lease_lost", job=self.lease.name)
                 held = now_held
             if held and time.monotonic() >= due:
-                self.job()
+                self._run()
             if time.monotonic() >= due:
                 due = time.monotonic() + self.interval
         if held:

@@ -30,7 +30,7 @@ from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
 from paysign.store.signing_batch import CapHit
-from paysign.store.signing_postgres import PostgresSigningStore
+from paysign.store.signing_postgres import SIGNING_CONNECTIONS, PostgresSigningStore
 from paysign.store.signing_sqlite import SqliteSigningStore
 
 
@@ -74,9 +74,10 @@ class SigningStore(Protocol):
     def close(self) -> None: ...
 
 
-def signing_store_for(db: Database) -> SigningStore:
+def signing_store_for(db: Database, *, connections: int = SIGNING_CONNECTIONS) -> SigningStore:
+    """``connections``: the PostgreSQL store's pool size (and threads); SQLite has one."""
     if db.is_sqlite:
         if "///" not in db.url or db.url.endswith(":memory:"):
             raise ValueError("the signing store needs a SQLite file, not an in-memory database")
         return SqliteSigningStore(db.url.split("///", 1)[1])
-    return PostgresSigningStore(db)
+    return PostgresSigningStore(db, connections=connections)
