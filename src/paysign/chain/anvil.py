@@ -132,12 +132,16 @@ class Anvil:
                 raise DevchainError(f"anvil did not start:\n{output}")
 
     def _drain(self, stream: IO[bytes]) -> None:
+        # Reads until anvil exits: a reader that stopped early would leave anvil blocked on a
+        # full pipe (it logs every request), so a line it cannot parse is only kept.
         for raw in stream:
             line = raw.decode("utf-8", errors="replace").rstrip()
             self.tail.append(line)
             if not self._listening.is_set() and line.startswith(_LISTENING):
-                self.port = int(line.rsplit(":", 1)[1])
-                self._listening.set()
+                port = line.rsplit(":", 1)[1]
+                if port.isdigit():
+                    self.port = int(port)
+                    self._listening.set()
         stream.close()
 
     @property

@@ -10,8 +10,10 @@ nothing needs a special case for the dev chain and the official x402 SDK's defau
 State lives in ``<data_dir>/devchain/`` (see :mod:`paysign.chain.devchain_files`):
 
 - ``state.json``: the chain, fetched with ``anvil_dumpState`` every ``dump_interval`` seconds
-  (when it changed) and at a clean stop, written atomically (temp file, fsync, rename), and
-  loaded with ``--load-state`` at the next start. A crash loses at most one interval.
+  (when it changed), at a clean stop, and by the sandbox client right after each test-funds
+  transfer is mined (``SandboxChain``: a grant answered is a grant saved), written atomically
+  (temp file, fsync, rename), and loaded with ``--load-state`` at the next start. A crash
+  loses at most one interval of other transactions (a seller's settlement), never a grant.
 - ``running.json``: what ``paysign devchain info`` prints, while a chain runs.
 - ``owner.lock``: ``flock``-ed by the process that runs the chain, for as long as it runs. The
   kernel drops it when that process dies, so a stale ``running.json`` is recognisable.
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gzip
 import os
 import signal
 import threading
@@ -53,6 +54,8 @@ from paysign.chain.devchain_files import (
     is_anvil,
     read_json,
     running_devchain,
+    save_state,
+    state_file_of,
     write_atomically,
 )
 from paysign.chain.errors import ChainError
@@ -110,7 +113,7 @@ class Devchain:
     ) -> None:
         self.data_dir = data_dir
         self.dir = devchain_dir(data_dir)
-        self.state_file = self.dir / "state.json"
+        self.state_file = state_file_of(data_dir)
         self.running_file = self.dir / "running.json"
         self.lock_file = self.dir / "owner.lock"
         self.requested_port = port
@@ -316,13 +319,9 @@ class Devchain:
         if rpc is None:
             raise DevchainError("the dev chain is not running")
         with self._dump_lock:
-            result = rpc.request("anvil_dumpState")
-            if not isinstance(result, str) or not result.startswith("0x"):
-                raise DevchainError("anvil_dumpState answered no data")
-            state = gzip.decompress(bytes.fromhex(result[2:]))  # --load-state reads plain JSON
-            if not force and state == self._last_dump:
+            state = save_state(rpc, self.state_file, unless=None if force else self._last_dump)
+            if state is None:
                 return False
-            write_atomically(self.state_file, state)
             self._last_dump = state
             return True
 
@@ -331,8 +330,12 @@ class Devchain:
             anvil = self._anvil
             if anvil is None:
                 return
-            if not anvil.alive():
-                self._restart(anvil)
+            try:
+                if not anvil.alive():
+                    self._restart(anvil)
+                    continue
+            except Exception:  # the watcher is what restarts anvil: it must outlive anything
+                log.exception("devchain_watch_failed")
                 continue
             self._dump_logged("devchain_dump_failed")
         if self._anvil is not None and self._anvil.alive():
@@ -343,6 +346,8 @@ class Devchain:
             self.dump()
         except (ChainError, OSError) as exc:
             log.warning(event, error=str(exc))
+        except Exception:  # not expected; logged, and the next interval tries again
+            log.exception(event)
 
     def _restart(self, dead: Anvil) -> None:
         log.error("devchain_died", exit_code=dead.process.returncode, output="\n".join(dead.tail))

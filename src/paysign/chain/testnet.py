@@ -5,6 +5,12 @@ One object whether the chain is the embedded dev chain or an external Base Sepol
 ``settings.testnet_rpc_url`` / ``testnet_treasury_key`` / ``usdc_testnet``, which ``paysign
 serve`` points at its dev chain when it started one. Creating it opens no connection.
 
+anvil keeps the chain in memory and saves it only now and then (:mod:`paysign.chain.devchain`),
+so on the dev chain each test-funds transfer saves the chain's state once it is mined, before
+it is reported: a grant answered survives anvil being killed (its 24-hour window, in the
+database, survives too). A save takes a few milliseconds, on the caller's thread (the faucet's
+worker thread, never the event loop).
+
     >>> chain = SandboxChain("http://127.0.0.1:1", usdc=bytes(20), treasury_key=None)
     >>> chain.network, chain.treasury is None
     ('eip155:84532', True)
@@ -15,7 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from paysign.chain.errors import TreasuryNotConfigured
+import structlog
+
+from paysign.chain.devchain_files import running_state_file, save_state
+from paysign.chain.errors import ChainError, TreasuryNotConfigured
 from paysign.chain.rpc import JsonRpc, Receipt
 from paysign.chain.treasury import Treasury, parse_private_key
 from paysign.chain.usdc import authorization_state_data, decode_bool
@@ -23,6 +32,8 @@ from paysign.config import Settings
 from paysign.protocol import checksum_address, parse_address
 
 TREASURY_LOCK_NAME = "testnet-treasury.lock"
+
+log = structlog.get_logger("paysign.chain")
 
 
 #: How long a balance read may take before it counts as the chain being unavailable.
@@ -50,8 +61,11 @@ class SandboxChain:
         treasury_key: bytes | None,
         lock_path: Path | None = None,
         timeout: float = 10.0,
+        state_file: Path | None = None,
     ) -> None:
         self.rpc_url = rpc_url
+        #: Where the dev chain is saved after each transfer; None for any other chain.
+        self.state_file = state_file
         self.rpc = JsonRpc(rpc_url, timeout=timeout)
         # Balance reads are answered at once by a healthy node; someone (a portal page) may be
         # waiting on them, so they get a client of their own with a short timeout, while
@@ -75,6 +89,7 @@ class SandboxChain:
             usdc=parse_address(settings.usdc_testnet),
             treasury_key=parse_private_key(key) if key else None,
             lock_path=treasury_lock_path(settings.data_dir),
+            state_file=running_state_file(settings.data_dir, settings.testnet_rpc_url),
         )
 
     def __repr__(self) -> str:
@@ -100,7 +115,19 @@ class SandboxChain:
                 "no treasury key is configured for the sandbox chain "
                 "(set PAYSIGN_TESTNET_TREASURY_KEY)"
             )
-        return self.treasury.transfer_token(self.usdc, to, amount)
+        receipt = self.treasury.transfer_token(self.usdc, to, amount)
+        self._save_state()
+        return receipt
+
+    def _save_state(self) -> None:
+        if self.state_file is None:
+            return
+        try:
+            save_state(self.rpc, self.state_file)
+        except (ChainError, OSError) as exc:
+            # The transfer is mined and stays so while anvil runs; the dev chain's next
+            # periodic dump saves it. Refusing a grant already made would be worse.
+            log.warning("devchain_state_not_saved", error=str(exc))
 
     def close(self) -> None:
         self.rpc.close()
