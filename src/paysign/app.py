@@ -15,6 +15,7 @@ from starlette.routing import Route
 from paysign.api.catalog import make_catalog_endpoints
 from paysign.api.direct import DirectRoutingApp
 from paysign.api.faucet import make_faucet_endpoint
+from paysign.api.metrics import make_metrics_endpoint
 from paysign.api.middleware import RequestLogMiddleware
 from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
@@ -113,6 +114,9 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         Route(urlsplit(settings.resolved_catalog_file_url).path, full_catalog, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", make_readyz(database_probe(runtime.db)), methods=["GET"]),
+        Route(
+            "/metrics", make_metrics_endpoint(settings.metrics_token, problem_base), methods=["GET"]
+        ),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
     ]

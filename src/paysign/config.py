@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     signer_process: bool = True
     max_body_bytes: int = 64 * 1024
     log_level: str = "info"
+    #: Bearer token ``/metrics`` requires, from any client; unset, only a loopback client with
+    #: no proxy header is answered (docs/metrics.md). A secret: never logged.
+    metrics_token: str | None = Field(default=None, repr=False)
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -73,6 +73,7 @@ def test_every_api_operation_is_described() -> None:
         "GET /problems/{slug}",
         "GET /healthz",
         "GET /readyz",
+        "GET /metrics",
         "GET /openapi.json",
     }
     assert "/portal" in DOCUMENT["info"]["description"]

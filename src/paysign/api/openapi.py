@@ -217,6 +217,22 @@ def _status_operation(problem_base: str, summary: str, operation_id: str, *statu
     }
 
 
+def _metrics_operation(problem_base: str) -> Schema:
+    exposition = _response("Prometheus text format", "text/plain", {"type": "string"})
+    return {
+        "get": {
+            "operationId": "getMetrics",
+            "summary": "Prometheus metrics: for a client on the server's own machine, or for "
+            "anyone with the metrics token (Authorization: Bearer) when one is configured",
+            "tags": ["operations"],
+            "responses": {
+                "200": exposition,
+                **_problems(problem_base, ["metrics-token-required", "not-found"]),
+            },
+        }
+    }
+
+
 def _components(registry: AssetRegistry) -> Schema:
     def header(description: str, schema: Schema) -> Schema:
         return {"description": description, "required": True, "schema": schema}
@@ -346,6 +362,7 @@ def openapi_document(settings: Settings, registry: AssetRegistry) -> dict[str, A
             "/readyz": _status_operation(
                 problem_base, "Readiness: the database answers", "getReady", 200, 503
             ),
+            "/metrics": _metrics_operation(problem_base),
             "/openapi.json": openapi_json,
         },
     }

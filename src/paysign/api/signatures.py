@@ -9,6 +9,7 @@ speed; under load the signature is made beside the loop (``custody.signer_proces
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -23,6 +24,7 @@ from paysign.errors import (
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
 from paysign.http.problems import problem_body
+from paysign.metrics import observe_signing, signing_refused
 from paysign.protocol import SignedPayment
 from paysign.services.keys import bearer_token, looks_like_api_key
 from paysign.services.signing import Completion, SigningDeps, SigningQueue, authenticate, by_api_key
@@ -108,6 +110,13 @@ class SignatureEndpoint:
         self.queue = SigningQueue(deps, completion)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = perf_counter()
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            observe_signing(perf_counter() - started)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         deps = self.deps
         token = bearer_token(_header(scope, b"authorization"))
         try:
@@ -124,9 +133,12 @@ class SignatureEndpoint:
         except NotAuthenticated:
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])
+            signing_refused("unauthorized")
             return
         except PaysignError as exc:
             status, problem = problem_body(self.problem_base, exc)
             await respond(send, status, problem, _PROBLEM_JSON)
+            if status < 500:
+                signing_refused(exc.slug)
             return
         await respond(send, 200, render(signed), _JSON)

@@ -19,6 +19,7 @@ refused the key).
 
 from __future__ import annotations
 
+from paysign.metrics import signer_fell_back
 from paysign.protocol.eip712 import WalletSigner, checksum_address
 
 
@@ -26,17 +27,21 @@ class ChildSigner:
     """``DigestSigner`` for one wallet, within one signing transaction: what the child signed
     for its payments waits here until they are answered, and goes with it."""
 
-    __slots__ = ("_ahead", "_key", "_local", "address")
+    __slots__ = ("_ahead", "_key", "_local", "_sent", "address")
 
     def __init__(self, private_key: bytes, address: bytes) -> None:
         self._local = WalletSigner(private_key, address)  # refuses a key libsecp256k1 would
         self._key = private_key
         self.address = address
         self._ahead: dict[bytes, bytes] = {}
+        self._sent: set[bytes] | None = None  # the digests handed to the child, once any is
 
     def sign_digest(self, digest: bytes) -> bytes:
         signature = self._ahead.pop(digest, None)
-        return signature if signature is not None else self._local.sign_digest(digest)
+        if signature is not None:
+            return signature
+        signer_fell_back(sent_to_child=self._sent is not None and digest in self._sent)
+        return self._local.sign_digest(digest)
 
     def has_signed(self, digest: bytes) -> bool:
         """The child's signature over ``digest`` is here, waiting to be answered."""
@@ -48,6 +53,9 @@ class ChildSigner:
     def job_for(self, digest: bytes) -> bytes:
         """The signer process's job for ``digest`` (``signer_worker``'s wire): for its pipe
         only, never a log, a file or an answer."""
+        if self._sent is None:
+            self._sent = set()
+        self._sent.add(digest)
         return self._key + digest
 
     def __repr__(self) -> str:  # never show the key

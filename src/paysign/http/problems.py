@@ -179,6 +179,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Check the path against the API description at /openapi.json.",
         ),
         ProblemType(
+            "metrics-token-required",
+            401,
+            "Metrics token required",
+            "This paysign requires a token to read its metrics (`PAYSIGN_METRICS_TOKEN`), and "
+            "the request sent none or another one.",
+            "Send the token configured on the server as `Authorization: Bearer <token>`.",
+        ),
+        ProblemType(
             "method-not-allowed",
             405,
             "Method not allowed",

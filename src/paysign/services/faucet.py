@@ -16,6 +16,7 @@ from paysign.chain.errors import ChainError, TransactionPending, TreasuryNotConf
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock
 from paysign.errors import FaucetRateLimited, FaucetTransferPending, SandboxChainUnavailable
+from paysign.metrics import treasury_balance
 from paysign.policy.caps import iso
 from paysign.protocol import parse_address
 from paysign.store import faucet_repo
@@ -81,7 +82,21 @@ def request_test_funds(
         faucet_repo.record_grant(
             conn, holder.account_id, receipt.transaction_hash, amount, "granted", now
         )
+    _record_treasury_balance(chain)
     return Grant(receipt.transaction_hash, chain.network, chain.usdc_hex)
+
+
+def _record_treasury_balance(chain: SandboxChain) -> None:
+    """The treasury's balance for the metrics: read once per grant, the only time it moves
+    (grants are rare), so a scrape never costs an RPC call."""
+    if chain.treasury is None:
+        return
+    try:
+        balance = chain.usdc_balance(chain.treasury.address)
+    except ChainError as exc:  # the grant is made; only the gauge stays as it was
+        log.warning("treasury_balance_unread", error=type(exc).__name__)
+        return
+    treasury_balance(chain.network, balance)
 
 
 def _refusal(window: faucet_repo.FundsWindow, now: int) -> FaucetRateLimited:

@@ -14,6 +14,7 @@ import structlog
 
 from paysign.chain.authorizations import AuthorizationStates, ChainUnavailable
 from paysign.clock import Clock
+from paysign.metrics import reconcile_succeeded
 from paysign.policy.caps import windows_at
 from paysign.protocol.networks import parse_address
 from paysign.store import policy_repo
@@ -91,4 +92,6 @@ def reconcile(
 def _report(settled: int, expired: int, released: int, *, interrupted: bool) -> ReconcileReport:
     report = ReconcileReport(settled, expired, released, interrupted)
     log.info("reconciled", **report.as_dict())
+    if not interrupted:
+        reconcile_succeeded()
     return report

@@ -37,6 +37,7 @@ from paysign.errors import (
     SandboxNetworkMismatch,
     SellerResourceMismatch,
 )
+from paysign.metrics import signature_made
 from paysign.policy.binding import unbound_resource
 from paysign.policy.caps import windows_at
 from paysign.policy.decide import Decision, Outcome
@@ -264,6 +265,14 @@ def signed_payment(outcome: SigningOutcome) -> SignedPayment:
     return outcome.signed()
 
 
+def _answered(outcome: SigningOutcome, *, sandbox: bool) -> SignedPayment:
+    """``signed_payment``, counted in the metrics once it is signed."""
+    signed = signed_payment(outcome)
+    assert isinstance(outcome, PreparedPayment)  # an error outcome was raised above
+    signature_made(outcome.terms.network.caip2, sandbox)
+    return signed
+
+
 # --- the two paths ---
 
 
@@ -286,7 +295,7 @@ def sign_payment_for(
     request = signing_request(deps, load_holder, body, sandbox=sandbox)
     with deps.store.transaction() as tx:
         outcome = decide_and_record(request, SigningContext(deps, tx))
-    return signed_payment(outcome)
+    return _answered(outcome, sandbox=sandbox)
 
 
 #: A request's part inside a shared transaction.
@@ -319,7 +328,7 @@ class SigningQueue:
     ) -> SignedPayment:
         """As ``sign_payment_for``, answered once the batch it joined is committed."""
         work = signing_work(self.deps, load_holder, body, sandbox=sandbox)
-        return signed_payment(await self.committer.run(work))
+        return _answered(await self.committer.run(work), sandbox=sandbox)
 
 
 __all__ = [

@@ -32,6 +32,7 @@ from typing import Generic, Protocol, TypeVar
 
 import structlog
 
+from paysign.metrics import observe_batch
 from paysign.store.signing_store import SigningStore, SigningTransaction
 
 log = structlog.get_logger("paysign.store")
@@ -102,6 +103,7 @@ class GroupCommitter(Generic[C, T]):
 
     def _take(self) -> list[tuple[Work[C, T], asyncio.Future[T]]]:
         batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+        observe_batch(len(batch))
         return batch
 
     def _flush_inline(self) -> None:

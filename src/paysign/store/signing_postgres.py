@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from psycopg_pool import PoolTimeout
 
+from paysign.metrics import observe_pool_wait, pool_timed_out
 from paysign.store import signing_sql as sql
 from paysign.store.database import Database, PgConnection
 from paysign.store.pending_queue import PostgresPendingStatements
@@ -86,11 +87,15 @@ class PostgresSigningStore:
     def _connection(self) -> PgConnection:
         if time.monotonic() < self._unreachable_until:
             raise DatabaseUnreachable("PostgreSQL gave no connection a moment ago")
+        started = time.perf_counter()
         try:
-            return self.pool.getconn(timeout=self._connection_wait)
+            conn = self.pool.getconn(timeout=self._connection_wait)
         except PoolTimeout:
             self._unreachable_until = time.monotonic() + UNREACHABLE_BACKOFF_SECONDS
+            pool_timed_out()
             raise
+        observe_pool_wait(time.perf_counter() - started)
+        return conn
 
     def close(self) -> None:
         """Idempotent; waits for the calls under way."""
