@@ -33,6 +33,16 @@ def run_serve(settings: Settings, workers: int) -> int:
     except DataDirExposed as exc:
         click.echo(f"error: {exc}", err=True)
         return 1
+    # A port in use is said before the dev chain and the migrations take their time.
+    listener = _bind(settings) if workers > 1 else None
+    try:
+        return _serve_with_chain(settings, workers, listener)
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+def _serve_with_chain(settings: Settings, workers: int, listener: socket.socket | None) -> int:
     # The sandbox dev chain runs for as long as the server, unless PAYSIGN_TESTNET_RPC_URL is set;
     # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
     with StopSignals() as stop, sandbox_chain(settings) as settings:
@@ -41,19 +51,15 @@ def run_serve(settings: Settings, workers: int) -> int:
             click.echo(
                 f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
             )
-        if workers == 1:
+        if listener is None:
             _announce(runtime, workers)
             serve(runtime, stop)
             return 0
-        _warn_about_connections(runtime, workers)
+        warn_about_connections(runtime, workers)
         runtime.db.dispose()  # the supervisor itself serves nothing
         env = worker_environment(settings)
-        listener = _bind(settings)
         _announce(runtime, workers)
-        try:
-            return Supervisor(workers, listener, env, stop).run()
-        finally:
-            listener.close()
+        return Supervisor(workers, listener, env, stop).run()
 
 
 def _announce(runtime: Runtime, workers: int) -> None:
@@ -66,11 +72,25 @@ def _announce(runtime: Runtime, workers: int) -> None:
     )
 
 
-def _bind(settings: Settings) -> socket.socket:
-    import uvicorn
+#: Connections the kernel queues for the workers (uvicorn's default backlog).
+LISTEN_BACKLOG = 2048
 
-    config = uvicorn.Config(app="", host=settings.host, port=settings.port, log_config=None)
-    return config.bind_socket()
+
+def _bind(settings: Settings) -> socket.socket:
+    """The listening socket every worker accepts on. Listening from the start: connections
+    queue while no worker is ready yet (at start, or while a crashed one comes back)."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((settings.host, settings.port))
+    except OSError as exc:
+        listener.close()
+        raise click.ClickException(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
+        ) from None
+    listener.listen(LISTEN_BACKLOG)
+    return listener
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:
@@ -89,19 +109,31 @@ def worker_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _warn_about_connections(runtime: Runtime, workers: int) -> None:
-    if runtime.db.is_sqlite:
-        return
-    settings = runtime.settings
+def connections_per_worker(settings: Settings) -> int:
+    """The most PostgreSQL connections one server process opens: the engine's pool and its
+    overflow, and the signing store's pool."""
     engine = settings.database_pool_size + settings.database_pool_size // 2
-    needed = workers * (engine + settings.signing_connections)
-    with runtime.db.read() as conn:
-        limit = int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
-    if needed > limit:
-        log.warning(
-            "database_connections_may_run_out",
-            workers=workers,
-            per_worker=engine + settings.signing_connections,
-            needed=needed,
-            max_connections=limit,
-        )
+    return engine + settings.signing_connections
+
+
+def warn_about_connections(runtime: Runtime, workers: int) -> bool:
+    """Log a warning, and say so, when ``workers`` processes may open more connections than
+    the PostgreSQL server allows."""
+    if runtime.db.is_sqlite:
+        return False
+    per_worker = connections_per_worker(runtime.settings)
+    try:
+        with runtime.db.read() as conn:
+            limit = int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+    except Exception:  # a pooler or a proxy that does not say: nothing to compare with
+        return False
+    if workers * per_worker <= limit:
+        return False
+    log.warning(
+        "database_connections_may_run_out",
+        workers=workers,
+        per_worker=per_worker,
+        needed=workers * per_worker,
+        max_connections=limit,
+    )
+    return True

@@ -1,0 +1,93 @@
+"""What ``paysign serve --workers N`` sets up before it starts its workers: the workers'
+environment (the address, a fresh private metrics directory), the listening socket (a port in
+use is a clear error), the check of PostgreSQL's connection limit."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import PAYSIGN
+from paysign.bootstrap import build_runtime
+from paysign.config import Settings
+from paysign.serving.command import (
+    METRICS_DIR_NAME,
+    connections_per_worker,
+    warn_about_connections,
+    worker_environment,
+)
+
+
+def test_workers_get_the_address_and_a_fresh_private_metrics_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    settings = Settings(data_dir=tmp_path / "var", host="127.0.0.1", port=9123)
+    stale = tmp_path / "var" / METRICS_DIR_NAME
+    stale.mkdir(parents=True)
+    (stale / "counter_4242.db").write_bytes(b"a dead worker's counts")
+
+    env = worker_environment(settings)
+
+    assert env["PAYSIGN_HOST"] == "127.0.0.1" and env["PAYSIGN_PORT"] == "9123"
+    metrics_dir = Path(env["PROMETHEUS_MULTIPROC_DIR"])
+    assert metrics_dir == stale
+    assert list(metrics_dir.iterdir()) == []
+    assert stat.S_IMODE(metrics_dir.stat().st_mode) == 0o700
+
+
+def test_a_configured_metrics_dir_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep").write_text("x")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(mine))
+    env = worker_environment(Settings(data_dir=tmp_path / "var"))
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == str(mine)
+    assert (mine / "keep").exists()
+    assert not (tmp_path / "var" / METRICS_DIR_NAME).exists()
+
+
+def test_a_port_in_use_is_a_clear_error_before_anything_starts(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+    env["PAYSIGN_DATA_DIR"] = str(tmp_path / "var")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [PAYSIGN, "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "var" / "devchain").exists()  # failed before the dev chain started
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_too_many_connections_for_the_server_are_warned_about(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(data_dir=tmp_path / "var", database_url=database_url)
+    runtime = build_runtime(settings)
+    try:
+        with runtime.db.read() as conn:
+            limit = int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+        per_worker = connections_per_worker(settings)
+        assert per_worker == 8 + 4 + 8
+        fits = limit // per_worker
+        assert warn_about_connections(runtime, fits) is False
+        assert warn_about_connections(runtime, fits + 1) is True
+    finally:
+        runtime.db.dispose()
