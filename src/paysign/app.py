@@ -75,7 +75,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         # Logged, with the request id, by the request log middleware the error reaches next.
-        return internal_error_response(problem_base)
+        return internal_error_response(problem_base, exc)
 
     # The connector (MCP at the path of {mcp_url}) accepts API keys, then the access tokens of
     # the authorization server at {auth_url}; its RFC 9728 metadata names that server.

@@ -35,6 +35,10 @@ TEST_FUNDS_ERRORS: tuple[type[errors.PaysignError], ...] = (
 )
 #: Any request can fail inside paysign; the request-log middleware answers this problem then.
 INTERNAL_ERROR = "internal-error"
+#: What an operation that reads or writes the database answers while the database is away.
+DATABASE_UNAVAILABLE = "service-unavailable"
+#: Problem types whose answers carry ``Retry-After``.
+_RETRY_AFTER_SLUGS = frozenset({"test-funds-rate-limited", DATABASE_UNAVAILABLE})
 
 _REF = "#/components/"
 _JSON = "application/json"
@@ -91,7 +95,7 @@ def _problems(problem_base: str, slugs: list[str]) -> dict[str, Schema]:
             for kind in kinds
         ]
         headers = {}
-        if all(kind.slug == "test-funds-rate-limited" for kind in kinds):
+        if all(kind.slug in _RETRY_AFTER_SLUGS for kind in kinds):
             headers["Retry-After"] = _header("Retry-After")
         responses[str(status)] = _response(
             "; ".join(f"{kind.title} ({problem_base}/{kind.slug})" for kind in kinds),
@@ -138,7 +142,7 @@ def _catalog_operation(summary: str, operation_id: str, schema: str, problem_bas
                 ),
                 "304": _response("Not modified since the ETag sent", headers=cache_headers),
                 "401": _unauthorized(),
-                **_problems(problem_base, []),
+                **_problems(problem_base, [DATABASE_UNAVAILABLE]),
             },
         }
     }
@@ -176,7 +180,7 @@ def _signing_operation(problem_base: str) -> Schema:
                     {"$ref": f"{_REF}schemas/SignatureResult"},
                 ),
                 "401": _unauthorized(),
-                **_problems(problem_base, problem_slugs(*SIGNING_ERRORS)),
+                **_problems(problem_base, [*problem_slugs(*SIGNING_ERRORS), DATABASE_UNAVAILABLE]),
             },
         }
     }
@@ -195,7 +199,9 @@ def _test_funds_operation(problem_base: str) -> Schema:
                     "Transferred and mined", _JSON, {"$ref": f"{_REF}schemas/TestFundsResult"}
                 ),
                 "401": _unauthorized(),
-                **_problems(problem_base, problem_slugs(*TEST_FUNDS_ERRORS)),
+                **_problems(
+                    problem_base, [*problem_slugs(*TEST_FUNDS_ERRORS), DATABASE_UNAVAILABLE]
+                ),
             },
         }
     }
@@ -254,7 +260,8 @@ def _components(registry: AssetRegistry) -> Schema:
                 "The credential scheme", {"type": "string", "const": "Bearer"}
             ),
             "Retry-After": header(
-                "Seconds until the next grant is possible", {"type": "integer", "minimum": 1}
+                "Seconds to wait before sending the request again",
+                {"type": "integer", "minimum": 1},
             ),
             "ETag": header(
                 "Changes whenever the document does", {"type": "string", "pattern": '^"[0-9a-f]+"$'}

@@ -14,6 +14,11 @@ from starlette.responses import Response
 
 from paysign import errors
 from paysign.policy.decide import MAX_PENDING_SELLERS
+from paysign.services.availability import database_unavailable
+
+#: How long a client is asked to wait (``Retry-After``) when the database is unavailable.
+UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+UNAVAILABLE_HEADERS = {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,17 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Check the method against the API description at /openapi.json.",
         ),
         ProblemType(
+            "service-unavailable",
+            503,
+            "Service unavailable",
+            "paysign's database cannot be reached or written just now (it is restarting, "
+            "unreachable or out of disk space). The request was not carried out: nothing was "
+            "signed, recorded or spent.",
+            "Send the same request again after the number of seconds in the `Retry-After` "
+            "header (also `retryAfterSeconds`). If it keeps failing, tell the operator.",
+            retryable=True,
+        ),
+        ProblemType(
             "internal-error",
             500,
             "Internal error",
@@ -230,11 +246,36 @@ def problem_response(
     )
 
 
-def internal_error_response(problem_base: str) -> Response:
-    """The answer to an unexpected error: it says nothing of the error, which goes to the log."""
+def internal_error_response(problem_base: str, exc: BaseException | None = None) -> Response:
+    """The answer to an unexpected error: ``503`` with ``Retry-After`` when it is the database
+    being unavailable for now, else ``500``. Neither says anything of the error, which goes to
+    the log."""
+    if exc is not None and database_unavailable(exc):
+        status, body = unavailable_problem(problem_base)
+        return Response(
+            body,
+            status_code=status,
+            media_type="application/problem+json",
+            headers=UNAVAILABLE_HEADERS,
+        )
     return problem_response(
-        problem_base, "internal-error", "the request failed inside paysign; nothing was signed"
+        problem_base,
+        "internal-error",
+        "the request failed inside paysign; nothing was signed",
     )
+
+
+def unavailable_problem(problem_base: str) -> tuple[int, bytes]:
+    """The status and body of the answer to a request the database could not serve."""
+    kind = PROBLEM_TYPES["service-unavailable"]
+    body = {
+        "type": f"{problem_base}/{kind.slug}",
+        "title": kind.title,
+        "status": kind.status,
+        "detail": "the database is unavailable just now; the request was not carried out",
+        "retryAfterSeconds": UNAVAILABLE_RETRY_AFTER_SECONDS,
+    }
+    return kind.status, orjson.dumps(body)
 
 
 def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, bytes]:
@@ -251,7 +292,10 @@ def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, by
 
 
 def error_response(
-    problem_base: str, error: errors.PaysignError, *, headers: dict[str, str] | None = None
+    problem_base: str,
+    error: errors.PaysignError,
+    *,
+    headers: dict[str, str] | None = None,
 ) -> Response:
     status, body = problem_body(problem_base, error)
     return Response(
