@@ -8,6 +8,8 @@ import os
 import socket
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,12 +23,16 @@ from paysign.serving.command import (
     warn_about_connections,
     worker_environment,
 )
+from paysign.serving.process import StopSignals
+from paysign.serving.supervisor import Supervisor, Worker, restart_delay
 
 
 def test_workers_get_the_address_and_a_fresh_private_metrics_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    # Recorded, then removed: the variable worker_environment sets is undone after the test.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
     settings = Settings(data_dir=tmp_path / "var", host="127.0.0.1", port=9123)
     stale = tmp_path / "var" / METRICS_DIR_NAME
     stale.mkdir(parents=True)
@@ -39,6 +45,7 @@ def test_workers_get_the_address_and_a_fresh_private_metrics_dir(
     assert metrics_dir == stale
     assert list(metrics_dir.iterdir()) == []
     assert stat.S_IMODE(metrics_dir.stat().st_mode) == 0o700
+    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(metrics_dir)  # the supervisor's too
 
 
 def test_a_configured_metrics_dir_is_left_alone(
@@ -91,3 +98,41 @@ def test_too_many_connections_for_the_server_are_warned_about(
         assert warn_about_connections(runtime, fits + 1) is True
     finally:
         runtime.db.dispose()
+
+
+def test_restart_delays_double_up_to_30_seconds() -> None:
+    assert [restart_delay(n) for n in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+
+
+class RecordingSupervisor(Supervisor):
+    """Stops itself once ``limit`` workers were started."""
+
+    limit = 3
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.started: list[float] = []
+
+    def _spawn(self, slot: int, generation: int) -> Worker:
+        worker = super()._spawn(slot, generation)
+        self.started.append(time.monotonic())
+        if len(self.started) == self.limit:
+            self.stop.requested = True
+        return worker
+
+
+def test_a_crash_looping_worker_is_started_again_ever_more_slowly() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        crashing = (sys.executable, "-c", "raise SystemExit(3)")
+        supervisor = RecordingSupervisor(
+            1, listener, dict(os.environ), StopSignals(), command=crashing
+        )
+        assert supervisor.run() == 0
+    assert len(supervisor.started) == 3
+    assert supervisor.slots[0].failures == 2
+    first_gap = supervisor.started[1] - supervisor.started[0]
+    second_gap = supervisor.started[2] - supervisor.started[1]
+    assert first_gap >= restart_delay(1) and second_gap >= restart_delay(2)
+    assert supervisor.workers == []  # the last one stopped and reaped

@@ -95,17 +95,18 @@ def _bind(settings: Settings) -> socket.socket:
 
 def worker_environment(settings: Settings) -> dict[str, str]:
     """The workers' environment: the address the supervisor listens on, and a fresh private
-    directory for the metrics of several processes unless one is configured."""
-    env = dict(os.environ)
-    env["PAYSIGN_HOST"] = settings.host
-    env["PAYSIGN_PORT"] = str(settings.port)
-    if "PROMETHEUS_MULTIPROC_DIR" not in env:
+    directory for the metrics of several processes unless one is configured (set here too:
+    the supervisor removes the files of a worker that exits)."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         secure_data_dir(settings.data_dir)
         metrics_dir = settings.data_dir / METRICS_DIR_NAME
         # A dead process's files would be summed into the new ones' metrics.
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(mode=0o700)
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    env = dict(os.environ)
+    env["PAYSIGN_HOST"] = settings.host
+    env["PAYSIGN_PORT"] = str(settings.port)
     return env
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import os
 import signal
 import socket
@@ -32,6 +31,7 @@ from types import FrameType
 
 import structlog
 
+from paysign.metrics import worker_exited
 from paysign.serving.process import StopSignals
 
 log = structlog.get_logger("paysign.supervisor")
@@ -41,6 +41,8 @@ SHORT_LIFE_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
 TICK_SECONDS = 0.1
+#: A worker is run as ``WORKER_COMMAND LISTEN_FD READY_FD SUPERVISOR_PID``.
+WORKER_COMMAND = (sys.executable, "-m", "paysign.serving.worker")
 
 
 @dataclasses.dataclass(slots=True)
@@ -58,28 +60,29 @@ class Worker:
         return self.process.pid
 
 
+def restart_delay(failures: int) -> float:
+    """How long to wait before starting a worker again after ``failures`` short lives in a
+    row: 0.5 s, doubling, at most 30 s."""
+    return float(min(FIRST_RESTART_DELAY * 2 ** (max(failures, 1) - 1), MAX_RESTART_DELAY))
+
+
 @dataclasses.dataclass(slots=True)
 class _Slot:
     failures: int = 0
     restart_at: float | None = None
 
 
-def worker_exited(pid: int) -> None:
-    """Tell the metrics of a multi-process server that ``pid`` is gone (when that module is
-    installed: its gauges of a dead worker would otherwise stay)."""
-    try:
-        metrics = importlib.import_module("paysign.metrics")
-    except ImportError:
-        return
-    exited = getattr(metrics, "worker_exited", None)
-    if exited is not None:
-        exited(pid)
-
-
 class Supervisor:
     def __init__(
-        self, workers: int, listener: socket.socket, env: dict[str, str], stop: StopSignals
+        self,
+        workers: int,
+        listener: socket.socket,
+        env: dict[str, str],
+        stop: StopSignals,
+        *,
+        command: tuple[str, ...] = WORKER_COMMAND,
     ) -> None:
+        self.command = command
         self.count = workers
         self.listener = listener
         self.env = env
@@ -110,9 +113,7 @@ class Supervisor:
         ready_read, ready_write = os.pipe()
         os.set_blocking(ready_read, False)
         command = [
-            sys.executable,
-            "-m",
-            "paysign.serving.worker",
+            *self.command,
             str(self.listener.fileno()),
             str(ready_write),
             str(os.getpid()),
@@ -170,7 +171,7 @@ class Supervisor:
         state = self.slots[worker.slot]
         lived = time.monotonic() - worker.started_at
         state.failures = state.failures + 1 if lived < SHORT_LIFE_SECONDS else 1
-        delay = min(FIRST_RESTART_DELAY * 2 ** (state.failures - 1), MAX_RESTART_DELAY)
+        delay = restart_delay(state.failures)
         state.restart_at = time.monotonic() + delay
         log.warning("worker_died", pid=worker.pid, status=status, restart_in_seconds=delay)
 
