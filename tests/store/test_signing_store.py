@@ -13,15 +13,19 @@ import sqlalchemy as sa
 from psycopg_pool import PoolTimeout
 
 from conftest import free_port, signature_body
+from paysign.policy.caps import Caps, day_window, month_window
 from paysign.protocol import SignedPayment
+from paysign.services.keys import hash_api_key
 from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 from paysign.store.schema import signatures
+from paysign.store.signing_batch import ReservationLost, SpendTotal
 from paysign.store.signing_postgres import DatabaseUnreachable, PostgresSigningStore
 from paysign.store.signing_store import SigningStore
 
 NOW = 1_790_000_000
+DAY, MONTH = day_window(NOW), month_window(NOW)
 
 
 def test_the_signature_columns_are_the_records_fields_and_the_tables() -> None:
@@ -56,11 +60,57 @@ def test_signatures_are_read_back_as_they_were_written(runtime, signing_store, a
     alone, *batch = [record(account_id, n) for n in range(5)]
     with signing_store.transaction() as tx:  # one row: a plain INSERT
         tx.insert_signature(alone)
-    with signing_store.transaction() as tx:  # several: executemany, or COPY on PostgreSQL
+    with signing_store.transaction() as tx:  # several: one executemany
         for each in batch:
             tx.insert_signature(each)
     with runtime.db.read() as conn:
         assert repo.signatures_of(conn, account_id) == [alone, *batch]
+
+
+def spent(runtime, account_id: str) -> dict[str, int]:
+    with runtime.db.read() as conn:
+        rows = conn.execute(
+            sa.text('SELECT "window", spent FROM spend_windows WHERE account_id = :a'),
+            {"a": account_id},
+        )
+        return {name: int(value) for name, value in rows}
+
+
+def test_the_database_refuses_a_total_past_a_cap_that_memory_let_through(
+    runtime, signing_store, account
+) -> None:
+    """The batch's in-memory check is exact; the database's own guard is there in case it is
+    not. Asked for a total past the cap, the store adds nothing and the transaction fails —
+    on PostgreSQL at the commit, since the pipeline does not wait for the update's row count."""
+    account_id, caps = account["account_id"], Caps(per_payment=None, daily=100, monthly=1_000)
+    with pytest.raises(ReservationLost), signing_store.transaction() as tx:
+        assert tx.reserve(account_id, 60, DAY, MONTH, caps) is None
+        tx.insert_signature(record(account_id, 1))
+        past_the_cap = SpendTotal(account_id, DAY, MONTH, caps, 41)
+        if not tx._sql.add_spend(past_the_cap):  # SQLite says so at once
+            raise ReservationLost("refused at once")
+    assert spent(runtime, account_id) == {}
+    with runtime.db.read() as conn:
+        assert repo.signatures_of(conn, account_id) == []
+    with signing_store.transaction() as tx:  # and the store still works
+        assert tx.reserve(account_id, 100, DAY, MONTH, caps) is None
+    assert spent(runtime, account_id) == {"daily": 100, "monthly": 100}
+
+
+def test_a_holder_and_their_rules_on_the_sellers_hosts_come_together(
+    runtime, signing_store, account
+) -> None:
+    hosts = ["api.example.com", "example.com"]
+    with signing_store.transaction() as tx:
+        alone = tx.key_holder(hash_api_key(account["api_key"]), NOW)
+    with signing_store.transaction() as tx:
+        holder = tx.key_holder(hash_api_key(account["api_key"]), NOW, hosts)
+        assert holder == alone and holder is not None
+        rules = tx._sql.grants(holder.account_id, hosts)
+        assert [str(grant.rule) for grant in rules] == ["api.example.com"]
+        assert tx.grants(holder.account_id, hosts) == rules
+    with signing_store.transaction() as tx:
+        assert tx.key_holder(hash_api_key("psk_" + "x" * 43), NOW, hosts) is None
 
 
 # --- PostgreSQL connections ------------------------------------------------------------------

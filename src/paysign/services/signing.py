@@ -25,7 +25,7 @@ against the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -41,6 +41,7 @@ from paysign.metrics import signature_made
 from paysign.policy.binding import unbound_resource
 from paysign.policy.caps import windows_at
 from paysign.policy.decide import Decision, Outcome
+from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
     PaymentTerms,
@@ -60,18 +61,19 @@ from paysign.store.signing_store import SigningTransaction
 
 # --- who pays ---
 
-#: Finds who pays, inside the signing transaction: by API key, or by account (OAuth).
-HolderLoader = Callable[[SigningTransaction, int], repo.KeyHolder | None]
+#: Finds who pays, inside the signing transaction: by API key, or by account (OAuth). Given
+#: the hosts whose rules the policy will read next, for a store to read them at the same time.
+HolderLoader = Callable[[SigningTransaction, int, Sequence[str]], repo.KeyHolder | None]
 
 
 def by_api_key(api_key: str) -> HolderLoader:
     key_hash = hash_api_key(api_key)
-    return lambda tx, now: tx.key_holder(key_hash, now)
+    return lambda tx, now, hosts: tx.key_holder(key_hash, now, hosts)
 
 
 def by_account(account_id: str) -> HolderLoader:
     """For a credential already checked elsewhere (an OAuth access token)."""
-    return lambda tx, now: tx.account_holder(account_id)
+    return lambda tx, now, hosts: tx.account_holder(account_id)
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
@@ -151,13 +153,14 @@ def decide_and_record(request: SigningRequest, context: SigningContext) -> Signi
     """Every expected outcome is returned, never raised, so that the request can share its
     transaction with others (``store.group_commit``); it raises only on a fault, and may then
     run again in a fresh transaction."""
-    tx, now = context.tx, request.now
-    holder = request.load_holder(tx, now)
+    tx, now, checked = context.tx, request.now, request.checked
+    hosts = () if isinstance(checked, PaysignError) else candidate_hosts(checked[1])
+    holder = request.load_holder(tx, now, hosts)
     if holder is None:
         return NotAuthenticated("Unauthorized")
-    if isinstance(request.checked, PaysignError):
-        return request.checked
-    terms, seller = request.checked
+    if isinstance(checked, PaysignError):
+        return checked
+    terms, seller = checked
     decision = context.decision(holder, seller)
     if decision.allowed:
         refusal, rule = _within_caps(tx, holder, request, terms)

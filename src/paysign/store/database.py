@@ -126,7 +126,9 @@ class Database:
             yield conn
             conn.rollback()
 
-    def raw_pool(self, size: int, *, name: str) -> ConnectionPool[PgConnection]:
+    def raw_pool(
+        self, size: int, *, name: str, autocommit: bool = False
+    ) -> ConnectionPool[PgConnection]:
         """Up to ``size`` psycopg connections opened as the engine opens its own (same URL,
         options and adapters), on demand, each checked before it is handed out (``_Checkup``).
         The caller closes the pool."""
@@ -134,7 +136,7 @@ class Database:
         checkup = _Checkup()
         pool: ConnectionPool[PgConnection] = ConnectionPool(
             args[0] if args else "",
-            kwargs=dict(kwargs),
+            kwargs={**kwargs, "autocommit": autocommit},
             min_size=0,
             max_size=size,
             check=checkup,

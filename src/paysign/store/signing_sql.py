@@ -11,15 +11,18 @@ from functools import lru_cache
 
 from paysign.store.repositories import SIGNATURE_COLUMNS
 
-KEY_HOLDER = """
-SELECT k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
+_HOLDER_COLUMNS = """k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
        p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly
+       p.cap_per_payment, p.cap_daily, p.cap_monthly"""
+
+_KEY_HOLDER_FROM = """
 FROM api_keys k
 JOIN wallets w ON w.account_id = k.account_id
-LEFT JOIN policies p ON p.account_id = k.account_id
-WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
-"""
+LEFT JOIN policies p ON p.account_id = k.account_id"""
+
+_LIVE_KEY = "k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now"
+
+KEY_HOLDER = f"SELECT {_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
 
 # The same row for an account reached without an API key (an OAuth sign-in): no key columns.
 ACCOUNT_HOLDER = """
@@ -71,6 +74,15 @@ AND spent + :amount <= COALESCE(
     spent + :amount)
 """
 
+# PostgreSQL's form of ADD_SPEND for a pipeline, where waiting for its row count would cost a
+# round trip: the guard is the same, and a total it refuses fails the statement (a division by
+# zero, computed from the rows updated, so never folded into a constant when planned), which
+# rolls the whole batch back.
+ADD_SPEND_OR_FAIL = (
+    f"WITH added AS ({ADD_SPEND.strip()}\nRETURNING 1)\n"
+    "SELECT 1 / (CASE WHEN count(*) = 2 THEN 1 ELSE 0 END) FROM added"
+)
+
 _SIGNATURE_COLUMN_LIST = ", ".join(SIGNATURE_COLUMNS)
 
 # A signature's values come as one tuple in ``SIGNATURE_COLUMNS`` order: positional parameters.
@@ -78,8 +90,6 @@ INSERT_SIGNATURE = (
     f"INSERT INTO signatures ({_SIGNATURE_COLUMN_LIST})\n"
     f"VALUES ({', '.join('?' for _ in SIGNATURE_COLUMNS)})"
 )
-
-COPY_SIGNATURES = f"COPY signatures ({_SIGNATURE_COLUMN_LIST}) FROM STDIN"
 
 TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
 
@@ -89,6 +99,19 @@ INSERT INTO refusals (account_id, api_key_id, seller_host, seller_path, network,
 VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount, :sandbox,
     :reason, :rule, :detail, :created_at)
 """
+
+
+@lru_cache(maxsize=64)
+def key_holder_with_grants_sql(host_count: int) -> str:
+    """The key holder's row once per rule of theirs on one of ``host_count`` hosts (the rule's
+    kind, host and path last), or once with those three NULL: one round trip for both reads
+    that every request makes first."""
+    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    return (
+        f"SELECT {_HOLDER_COLUMNS}, r.kind, r.host, r.path{_KEY_HOLDER_FROM}\n"
+        f"LEFT JOIN policy_rules r ON r.account_id = k.account_id AND r.host IN ({placeholders})\n"
+        f"WHERE {_LIVE_KEY}\n"
+    )
 
 
 @lru_cache(maxsize=64)

@@ -36,7 +36,7 @@ def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
 signature_row: Callable[[SignatureRecord], tuple[Any, ...]] = attrgetter(*SIGNATURE_COLUMNS)
 
 
-def _spend_params(total: SpendTotal) -> dict[str, Any]:
+def spend_params(total: SpendTotal) -> dict[str, Any]:
     return {
         "account_id": total.account_id,
         "day_start": total.day.start,
@@ -74,6 +74,18 @@ class SqlStatements(PendingStatements):
         self._cur.execute(self._sql(sql.KEY_HOLDER), {"key_hash": key_hash, "now": now})
         return _holder(self._cur.fetchone())
 
+    def key_holder_with_grants(
+        self, key_hash: bytes, now: int, hosts: Sequence[str]
+    ) -> tuple[KeyHolder | None, list[Grant]]:
+        names = {f"h{i}": host for i, host in enumerate(hosts)}
+        statement = self._sql(sql.key_holder_with_grants_sql(len(hosts)))
+        self._cur.execute(statement, {"key_hash": key_hash, "now": now, **names})
+        rows = self._cur.fetchall()
+        if not rows:
+            return None, []
+        grants = [Grant(kind, Rule(host, path)) for *_, kind, host, path in rows if kind]
+        return _holder(rows[0]), grants
+
     def account_holder(self, account_id: str) -> KeyHolder | None:
         self._cur.execute(self._sql(sql.ACCOUNT_HOLDER), {"account_id": account_id})
         return _holder(self._cur.fetchone())
@@ -86,7 +98,7 @@ class SqlStatements(PendingStatements):
         return [Grant(kind, Rule(host, path)) for kind, host, path in self._cur.fetchall()]
 
     def reserve(self, total: SpendTotal) -> tuple[int, int] | None:
-        params = _spend_params(total)
+        params = spend_params(total)
         self._cur.execute(self._sql(sql.RESERVE), params)
         after = {name: int(value) for name, value in self._cur.fetchall()}
         if len(after) == 2:
@@ -104,7 +116,7 @@ class SqlStatements(PendingStatements):
         return spent["daily"], spent["monthly"]
 
     def add_spend(self, total: SpendTotal) -> bool:
-        self._cur.execute(self._sql(sql.ADD_SPEND), _spend_params(total))
+        self._cur.execute(self._sql(sql.ADD_SPEND), spend_params(total))
         return bool(self._cur.rowcount == 2)
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:

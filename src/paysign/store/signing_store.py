@@ -38,7 +38,10 @@ class SigningTransaction(Protocol):
     """What a signing request asks of the store, inside a database transaction that the
     requests of one batch share (``signing_batch.BatchTransaction``)."""
 
-    def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
+    def key_holder(self, key_hash: bytes, now: int, hosts: Sequence[str] = ()) -> KeyHolder | None:
+        """``hosts``: a hint, the hosts ``grants`` will be asked about next (a store may read
+        those rules in the same round trip)."""
+        ...
 
     def account_holder(self, account_id: str) -> KeyHolder | None: ...
 
