@@ -36,3 +36,24 @@ def test_the_wal_starts_over_under_steady_writes(runtime, account, tmp_path: Pat
         store.close()
     # 3,000 transactions write ~50 MB of frames; a log that starts over stays a few MB.
     assert largest < 8 * 1024 * 1024, f"the WAL grew to {largest:,} bytes"
+
+
+def test_every_sqlite_connection_puts_a_commit_on_the_disk_before_it_returns(
+    runtime, tmp_path: Path
+) -> None:
+    """``synchronous=FULL`` (2): in WAL mode, the log is synced at each commit, so a signature
+    answered is in the ledger and the caps after a power loss; NORMAL (1) syncs it only at the
+    next checkpoint."""
+    db: Database = runtime.db
+    if not db.is_sqlite:
+        pytest.skip("PostgreSQL's durability is the server's (fsync, synchronous_commit)")
+    path = db.url.removeprefix("sqlite:///")
+    store = SqliteSigningStore(path)
+    try:
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (2,)
+    finally:
+        store.close()
+    with db.write() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+    with db.read() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2

@@ -33,6 +33,12 @@ from paysign.datadir import make_private_file, tighten_file
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
+#: Every commit on SQLite is on the disk before it returns (in WAL mode, an fsync of the log per
+#: commit; NORMAL would leave the last commits to the next checkpoint, and a power loss or a
+#: kernel crash could take back a signature already answered, with its spend). Group commit
+#: shares that fsync among the requests of a batch.
+SQLITE_SYNCHRONOUS = "FULL"
+
 PgConnection = psycopg.Connection[Any]
 
 
@@ -100,7 +106,7 @@ class Database:
             cur = dbapi_conn.cursor()
             if not memory:
                 cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()

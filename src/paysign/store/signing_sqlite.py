@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import structlog
 
-from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS
+from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, SQLITE_SYNCHRONOUS
 from paysign.store.signing_batch import BatchTransaction
 from paysign.store.signing_statements import SqlStatements
 
@@ -123,7 +123,7 @@ class SqliteSigningStore:
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
     conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
