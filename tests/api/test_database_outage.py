@@ -8,6 +8,7 @@ its file has (``PRAGMA max_page_count``), so SQLite itself answers "database or 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import socket
@@ -146,7 +147,9 @@ def relay() -> Iterator[Relay]:
     forwarder.cut()
 
 
-def test_postgres_outage_is_503_then_recovers(tmp_path: Path, relay: Relay) -> None:
+@pytest.fixture
+def relayed_runtime(tmp_path: Path, relay: Relay) -> Iterator[Runtime]:
+    """A runtime on a fresh PostgreSQL schema, reached through ``relay``."""
     direct_url = next(urls := make_database_url("postgresql", tmp_path))
     try:
         direct = Database(direct_url)
@@ -155,45 +158,77 @@ def test_postgres_outage_is_503_then_recovers(tmp_path: Path, relay: Relay) -> N
         relayed = direct_url.replace("127.0.0.1:5432", f"127.0.0.1:{relay.port}", 1)
         assert relayed != direct_url
         runtime = make_runtime(tmp_path, relayed)
-        api_key = new_account(runtime)
-        auth = {"Authorization": f"Bearer {api_key}"}
-        body = signature_body()
-        with (
-            LiveServer(create_app(runtime)) as server,
-            httpx.Client(base_url=server.url, timeout=60) as http,
-        ):
-
-            def sign() -> httpx.Response:
-                return http.post("/wallets/signatures", json=body, headers=auth)
-
-            assert sign().status_code == 200
-
-            relay.cut()
-            assert_unavailable(sign())
-            assert_unavailable(sign())  # refused at once now, the same answer
-            assert_unavailable(http.get("/buyers/catalog", headers=auth))
-            assert_unavailable(http.post("/wallets/testnet/funds", headers=auth))
-            mcp = http.post(
-                "/mcp",
-                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                headers={**auth, "Accept": "application/json, text/event-stream"},
-            )
-            assert_unavailable(mcp)
-            session = {"Cookie": "paysign_session=" + "s" * 43}  # looked up: the database
-            assert_unavailable(http.get("/portal/", headers=session))
-            registration = http.post(
-                "/oauth/register",
-                json={"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "x"},
-            )
-            assert_unavailable(registration)
-            assert http.get("/readyz").status_code == 503
-
-            relay.restore()
-            assert eventually(sign, 200).status_code == 200
-            assert http.get("/readyz").status_code == 200
+        yield runtime
         runtime.db.dispose()
     finally:
         urls.close()  # drops the schema
+
+
+def test_postgres_outage_is_503_then_recovers(relayed_runtime: Runtime, relay: Relay) -> None:
+    runtime = relayed_runtime
+    api_key = new_account(runtime)
+    auth = {"Authorization": f"Bearer {api_key}"}
+    body = signature_body()
+    with (
+        LiveServer(create_app(runtime)) as server,
+        httpx.Client(base_url=server.url, timeout=60) as http,
+    ):
+
+        def sign() -> httpx.Response:
+            return http.post("/wallets/signatures", json=body, headers=auth)
+
+        assert sign().status_code == 200
+
+        relay.cut()
+        assert_unavailable(sign())
+        assert_unavailable(sign())  # refused at once now, the same answer
+        assert_unavailable(http.get("/buyers/catalog", headers=auth))
+        assert_unavailable(http.post("/wallets/testnet/funds", headers=auth))
+        mcp = http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={**auth, "Accept": "application/json, text/event-stream"},
+        )
+        assert_unavailable(mcp)
+        session = {"Cookie": "paysign_session=" + "s" * 43}  # looked up: the database
+        assert_unavailable(http.get("/portal/", headers=session))
+        registration = http.post(
+            "/oauth/register",
+            json={"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "x"},
+        )
+        assert_unavailable(registration)
+        assert http.get("/readyz").status_code == 503
+
+        relay.restore()
+        assert eventually(sign, 200).status_code == 200
+        assert http.get("/readyz").status_code == 200
+
+
+def test_the_connector_starts_while_the_database_is_away(
+    relayed_runtime: Runtime, relay: Relay
+) -> None:
+    """The connector reads the catalog's version as it starts; with the database away it
+    starts all the same (no MCP request waits forever on it) and its catalog watcher reads
+    the version once the database is back."""
+    connector = create_app(relayed_runtime).state.connector
+
+    async def scenario() -> None:
+        relay.cut()
+        await asyncio.wait_for(connector._ensure_started(), timeout=60)
+        relay.restore()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await connector.check_catalog()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        assert connector._seen_version is not None
+        await connector.close()
+
+    asyncio.run(scenario())
 
 
 def signatures_and_spend(db: Database) -> tuple[int, int]:

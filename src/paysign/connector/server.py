@@ -185,7 +185,10 @@ class Connector:
 
     async def _run(self) -> None:
         assert self._ready is not None and self._stop is not None
-        self._seen_version = (await self._snapshot()).version
+        try:
+            self._seen_version = (await self._snapshot()).version
+        except Exception:  # the database is away: the watcher reads the version when it is back
+            log.exception("connector: catalog check failed")
         async with self.manager.run():
             self._ready.set()
             watcher = asyncio.create_task(self._watch_catalog())
