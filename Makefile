@@ -41,7 +41,13 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-re
 $(CHROMIUM):
 	$(APT_INSTALL) chromium || (apt-get update && $(APT_INSTALL) chromium)
 
-test: install lint typecheck contracts-check $(CHROMIUM)
+# PgBouncer, for the tests of paysign behind a pooler in transaction mode (Debian's package).
+PGBOUNCER := /usr/sbin/pgbouncer
+
+$(PGBOUNCER):
+	$(APT_INSTALL) pgbouncer || (apt-get update && $(APT_INSTALL) pgbouncer)
+
+test: install lint typecheck contracts-check $(CHROMIUM) $(PGBOUNCER)
 	@bash scripts/ensure-postgres
 	$(BIN)/pytest $(PYTEST_ARGS)
 

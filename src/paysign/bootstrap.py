@@ -47,7 +47,11 @@ def prepare_data_dir(settings: Settings) -> None:
 def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
     """Open the database (migrating it to the newest schema) and the key vault."""
     prepare_data_dir(settings)
-    db = Database(settings.resolved_database_url, pool_size=settings.database_pool_size)
+    db = Database(
+        settings.resolved_database_url,
+        pool_size=settings.database_pool_size,
+        server_prepared_statements=not settings.database_transaction_pooler,
+    )
     migrate(db)
     vault = vault_from_settings(settings)
     return Runtime(

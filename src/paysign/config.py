@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     #: the SQLAlchemy engine's pool (plus half as many overflow) and the signing store's pool.
     database_pool_size: int = Field(default=8, ge=1)
     signing_connections: int = Field(default=8, ge=1)
+    #: PostgreSQL is reached through a pooler in transaction mode (PgBouncer's
+    #: ``pool_mode = transaction``): a server connection serves one transaction of a client, then
+    #: another client's, so nothing may outlive a transaction on it. paysign then prepares no
+    #: statement on the server (psycopg would after five runs of one).
+    database_transaction_pooler: bool = False
 
     #: Sandbox chain. Unset testnet_rpc_url: ``serve`` runs a local anvil dev chain (chain id
     #: 84532, state under data_dir) with a test USDC. Set it (the real Base Sepolia in

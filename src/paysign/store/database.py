@@ -67,8 +67,17 @@ def _private_sqlite_files(url: str) -> None:
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 8) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 8, server_prepared_statements: bool = True
+    ) -> None:
+        """``server_prepared_statements=False`` for a PostgreSQL reached through a pooler in
+        transaction mode, where a statement prepared on one server connection is not there
+        for the next transaction."""
         self.url = normalise_url(url)
+        # psycopg prepares a statement on the server after its fifth run on a connection.
+        self._psycopg_options: dict[str, Any] = (
+            {} if server_prepared_statements else {"prepare_threshold": None}
+        )
         self.is_sqlite = self.url.startswith("sqlite")
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._on_dispose: list[Callable[[], None]] = []
@@ -87,6 +96,7 @@ class Database:
                 max_overflow=pool_size // 2,
                 pool_pre_ping=True,
                 hide_parameters=True,  # error messages never carry bound values to a log
+                connect_args=self._psycopg_options,
             )
             self.reader = self.writer
 
@@ -142,7 +152,7 @@ class Database:
         checkup = _Checkup()
         pool: ConnectionPool[PgConnection] = ConnectionPool(
             args[0] if args else "",
-            kwargs={**kwargs, "autocommit": autocommit},
+            kwargs={**kwargs, **self._psycopg_options, "autocommit": autocommit},
             min_size=0,
             max_size=size,
             check=checkup,
