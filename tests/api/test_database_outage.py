@@ -197,7 +197,8 @@ def test_postgres_outage_is_503_then_recovers(relayed_runtime: Runtime, relay: R
             json={"redirect_uris": ["http://127.0.0.1:9/callback"], "client_name": "x"},
         )
         assert_unavailable(registration)
-        assert http.get("/readyz").status_code == 503
+        not_ready = http.get("/readyz")
+        assert not_ready.status_code == 503 and int(not_ready.headers["retry-after"]) > 0
 
         relay.restore()
         assert eventually(sign, 200).status_code == 200

@@ -210,7 +210,12 @@ def _test_funds_operation(problem_base: str) -> Schema:
 def _status_operation(problem_base: str, summary: str, operation_id: str, *statuses: int) -> Schema:
     status_schema = {"$ref": f"{_REF}schemas/Status"}
     responses = {
-        str(status): _response("ok" if status == 200 else "unavailable", _JSON, status_schema)
+        str(status): _response(
+            "ok" if status == 200 else "unavailable",
+            _JSON,
+            status_schema,
+            {} if status == 200 else {"Retry-After": _header("Retry-After")},
+        )
         for status in statuses
     }
     return {

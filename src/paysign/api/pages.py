@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from paysign.http.problems import PROBLEM_TYPES, problem_response
+from paysign.http.problems import PROBLEM_TYPES, UNAVAILABLE_HEADERS, problem_response
 
 
 def json_response(body: Any, status: int = 200) -> Response:
@@ -25,7 +25,12 @@ async def healthz(request: Request) -> Response:
 def make_readyz(probe: Callable[[], bool]) -> Any:
     async def readyz(request: Request) -> Response:
         ok = await run_in_threadpool(probe)
-        return json_response({"status": "ok" if ok else "unavailable"}, 200 if ok else 503)
+        if ok:
+            return json_response({"status": "ok"})
+        # As every answer while the database is away: 503 with Retry-After.
+        response = json_response({"status": "unavailable"}, 503)
+        response.headers.update(UNAVAILABLE_HEADERS)
+        return response
 
     return readyz
 
