@@ -30,6 +30,7 @@ from paysign.config import Settings
 from paysign.custody import EnvelopeVault
 from paysign.errors import PaysignError
 from paysign.services import accounts, keys, policy
+from paysign.services.job_leases import JobLease, lease_holder
 from paysign.services.signing import SigningDeps, by_api_key, sign_payment_for
 from paysign.store.database import Database, normalise_url
 from paysign.store.migrate import migrate
@@ -176,5 +177,25 @@ def test_without_the_setting_prepared_statements_collide_on_shared_connections(
         failures = [a for a in answers if isinstance(a, Exception)]
         assert failures, "every payment signed: this test no longer tells the setting's effect"
         assert any("prepared statement" in str(f) for f in failures)
+    finally:
+        runtime.db.dispose()
+
+
+def test_one_holder_of_a_job_lease_behind_pgbouncer(pgbouncer: str, tmp_path: Path) -> None:
+    """The lease is a row, not a session's advisory lock: through shared server connections,
+    racers still see exactly one holder, and take over only once it expired."""
+    runtime = _runtime(pgbouncer, tmp_path, pooler=True)
+    clock = FrozenClock()
+    leases = [JobLease(runtime.db, clock, "reconcile", ttl=30) for _ in range(8)]
+    try:
+        with ThreadPoolExecutor(8) as threads:
+            held = list(threads.map(lambda lease: lease.hold(), leases))
+        assert held.count(True) == 1
+        holder = leases[held.index(True)]
+        assert lease_holder(runtime.db, clock, "reconcile") == holder.holder
+        clock.advance(31)  # the holder died: it renewed no more
+        successor = next(lease for lease in leases if lease is not holder)
+        assert successor.hold()
+        assert not holder.hold()
     finally:
         runtime.db.dispose()
