@@ -1,4 +1,4 @@
-"""CPU time of a server process and of its signer process, read from Linux's /proc.
+"""CPU time of a server and all its descendants (workers, signer processes), from Linux's /proc.
 
 It imports nothing from the rest of ``bench``: tests load it from its file.
 """
@@ -18,23 +18,58 @@ def own_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def signer_children(pid: int) -> list[int]:
-    """The server's signer processes (``custody.signer_worker``): part of its cost."""
-    found = []
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in children.read_text().split():
-            try:
-                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"signer_worker" in cmdline:
-                found.append(int(child))
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (every thread's children)."""
+    found: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found.extend(int(child) for child in listing.read_text().split())
+        except OSError:
+            continue
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren and so on: a supervisor's workers and their signer processes."""
+    found: list[int] = []
+    pending = children(pid)
+    while pending:
+        child = pending.pop()
+        if child not in found:
+            found.append(child)
+            pending.extend(children(child))
+    return found
+
+
+def _is_signer(pid: int) -> bool:
+    try:
+        return b"signer_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def signer_children(pid: int) -> list[int]:
+    """The server's signer processes (``custody.signer_worker``): part of its cost."""
+    return [child for child in children(pid) if _is_signer(child)]
+
+
+def signer_descendants(pid: int) -> list[int]:
+    """Every signer process under ``pid``: one per worker of a supervisor."""
+    return [child for child in descendants(pid) if _is_signer(child)]
+
+
 def process_cpu_seconds(pid: int) -> float | None:
-    """CPU time of a server: its own, and its signer process's."""
+    """CPU time of a server: its own and that of all its descendants."""
     own = own_cpu_seconds(pid)
     if own is None:
         return None
-    return own + sum(own_cpu_seconds(child) or 0.0 for child in signer_children(pid))
+    return own + sum(own_cpu_seconds(child) or 0.0 for child in descendants(pid))
+
+
+def cpu_seconds_without_signers(pid: int) -> float | None:
+    """CPU time of a server and its descendants, its signer processes left out."""
+    own = own_cpu_seconds(pid)
+    if own is None:
+        return None
+    others = [child for child in descendants(pid) if not _is_signer(child)]
+    return own + sum(own_cpu_seconds(child) or 0.0 for child in others)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cpu_time import own_cpu_seconds, process_cpu_seconds
+from bench.cpu_time import cpu_seconds_without_signers, process_cpu_seconds
 from bench.processes import spawn, stop
 from bench.servers import Target
 
@@ -72,14 +72,14 @@ def load(
             args.python_client,
         ]
     cpu_before = process_cpu_seconds(target.proc.pid)
-    own_before = own_cpu_seconds(target.proc.pid)
+    own_before = cpu_seconds_without_signers(target.proc.pid)
     proc = spawn(cmd, env=env, capture=True)
     try:
         out, _ = proc.communicate(timeout=seconds + 60)
     finally:
         stop(proc)
     cpu_after = process_cpu_seconds(target.proc.pid)
-    own_after = own_cpu_seconds(target.proc.pid)
+    own_after = cpu_seconds_without_signers(target.proc.pid)
     for line in out.decode(errors="replace").splitlines():
         if line.startswith("BENCH_RESULT "):
             result: dict[str, Any] = json.loads(line[len("BENCH_RESULT ") :])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.http_load import describe_loadgen, load, pick_loadgen
@@ -15,9 +17,53 @@ from bench.report import report_http, report_sequential
 from bench.request import request_body_bytes
 from bench.sequential import KeepAliveClient, sequential_latency, sequential_latency_httpx, verify
 from bench.servers import Target, start_ceiling, start_paysign
+from bench.summary import Measured, multi_name, summary_markdown
 
 
-def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | None) -> None:
+@dataclass
+class HttpRun:
+    """What the HTTP run measured, for the report."""
+
+    targets: list[Target]
+    ceiling: Target
+    seq: dict[str, dict[str, float]]
+    httpx_p50: float
+    loadgen_desc: str
+    profile_text: str | None
+    breakdown_text: str | None
+
+
+def _start_targets(
+    args: argparse.Namespace, workdir: Path, stack: contextlib.ExitStack[bool | None]
+) -> list[Target]:
+    """Our servers: SQLite first (the other rows' reference), then PostgreSQL, then N processes."""
+    multi = args.workers > 1
+    log("starting paysign (SQLite)")
+    targets = [start_paysign("sqlite", workdir, None)]
+    if args.inline_signing:
+        log("starting paysign (SQLite, PAYSIGN_SIGNER_PROCESS=false)")
+        inline = {"PAYSIGN_SIGNER_PROCESS": "false"}
+        targets.append(start_paysign("sqlite-inline", workdir, None, inline))
+    if multi and args.multi_sqlite:
+        log(f"starting paysign (SQLite, {args.workers} workers)")
+        name = multi_name("sqlite", args.workers)
+        targets.append(start_paysign(name, workdir, None, workers=args.workers))
+    if args.postgres:
+        count = 2 if multi else 1
+        schemas = [stack.enter_context(postgres_schema(args.postgres_url)) for _ in range(count)]
+        stack.callback(stop_all)  # runs before the schemas are dropped
+        log(f"starting paysign (PostgreSQL, schema {schemas[0]})")
+        url = sqlalchemy_url(args.postgres_url, schemas[0])
+        targets.append(start_paysign("postgres", workdir, url))
+        if multi:
+            log(f"starting paysign (PostgreSQL, {args.workers} workers, schema {schemas[1]})")
+            url = sqlalchemy_url(args.postgres_url, schemas[1])
+            name = multi_name("postgres", args.workers)
+            targets.append(start_paysign(name, workdir, url, workers=args.workers))
+    return targets
+
+
+def measure_http(args: argparse.Namespace, workdir: Path) -> HttpRun:
     loadgen = pick_loadgen(args.loadgen)
     loadgen_desc = describe_loadgen(loadgen, args)
     log(f"load generator: {loadgen_desc}")
@@ -25,21 +71,8 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
     body_file = workdir / "body.json"
     body_file.write_bytes(body)
 
-    targets: list[Target] = []
     with contextlib.ExitStack() as stack:
-        log("starting paysign (SQLite)")
-        targets.append(start_paysign("sqlite", workdir, None))
-        if args.inline_signing:
-            log("starting paysign (SQLite, PAYSIGN_SIGNER_PROCESS=false)")
-            inline = {"PAYSIGN_SIGNER_PROCESS": "false"}
-            targets.append(start_paysign("sqlite-inline", workdir, None, inline))
-        if args.postgres:
-            schema = stack.enter_context(postgres_schema(args.postgres_url))
-            stack.callback(stop_all)  # runs before the schema is dropped
-            log(f"starting paysign (PostgreSQL, schema {schema})")
-            targets.append(
-                start_paysign("postgres", workdir, sqlalchemy_url(args.postgres_url, schema))
-            )
+        targets = _start_targets(args, workdir, stack)
         sizes = {t.name: verify(t, body) for t in targets}
         log(f"verified: 200 with a paymentSignatureHeader ({sizes['sqlite']}-byte answers)")
         ceiling = start_ceiling(workdir, sizes["sqlite"])
@@ -84,14 +117,42 @@ def run_http(args: argparse.Namespace, workdir: Path, by: dict[str, float] | Non
                 raise SystemExit(f"{t.name} died during the run:\n{tail(t.log_path)}")
             stop(t.proc)
 
-    report_http(targets, ceiling, loadgen_desc, args)
-    report_sequential(seq, httpx_p50, by, args.sequential)
-    if profile_text:
+    return HttpRun(targets, ceiling, seq, httpx_p50, loadgen_desc, profile_text, breakdown_text)
+
+
+def measured(run: HttpRun) -> dict[str, Measured]:
+    """Each server's medians over the rounds and its lone-request p50, for the summary."""
+    out = {}
+    for t in [run.ceiling, *run.targets]:
+        lone = run.seq[t.name]
+        out[t.name] = Measured(
+            rps=statistics.median(r["rps"] for r in t.runs),
+            p99_us=statistics.median(r["p99_us"] for r in t.runs),
+            lone_p50_us=lone["p50"],
+            non2xx=sum(r["non2xx"] for r in t.runs) + int(lone["non2xx"]),
+        )
+    return out
+
+
+def report_run(
+    run: HttpRun, args: argparse.Namespace, by: dict[str, float] | None, in_process_text: str
+) -> None:
+    """The summary first, then table 1 (measured earlier) and the detailed tables."""
+    print(
+        f"\n### Summary ({args.connections} connections, median of {args.rounds} rounds; "
+        "live payments on Base mainnet terms)\n"
+    )
+    print(summary_markdown(measured(run), args.workers, args.connections))
+    print(in_process_text, end="")
+    report_http(run.targets, run.ceiling, run.loadgen_desc, args)
+    report_sequential(run.seq, run.httpx_p50, by, args.sequential)
+    if run.profile_text:
         print(f"\n### Profile of our SQLite server under load (py-spy, {args.profile:g} s)\n")
-        print(profile_text)
-    if breakdown_text:
+        print(run.profile_text)
+    if run.breakdown_text:
         print(f"\n### Server CPU by library (perf, {args.cpu_breakdown:g} s of load each)\n")
-        print(breakdown_text)
-    bad = sum(r["non2xx"] for t in targets for r in t.runs)
+        print(run.breakdown_text)
+    bad = sum(r["non2xx"] for t in run.targets for r in t.runs)
+    bad += sum(int(s["non2xx"]) for name, s in run.seq.items() if name != "ceiling")
     if bad:
         raise SystemExit(f"{bad} non-2xx answers from our endpoint during the run")

@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bench.progress import log
-from bench.request import PAY_TO, PAYMENT_REQUIRED, REQUEST_BODY, USDC_SEPOLIA
+from bench.request import (
+    CHAIN_ID,
+    PAY_TO,
+    PAYMENT_REQUIRED,
+    REQUEST_BODY,
+    USDC_BASE,
+    USDC_NAME,
+    USDC_VERSION,
+)
 
 
 @dataclass
@@ -97,10 +105,10 @@ def in_process(args: argparse.Namespace) -> tuple[list[Timing], str]:
     valid_before = now + 60
 
     domain = {
-        "name": "USDC",
-        "version": "2",
-        "chainId": 84532,
-        "verifyingContract": USDC_SEPOLIA,
+        "name": USDC_NAME,
+        "version": USDC_VERSION,
+        "chainId": CHAIN_ID,
+        "verifyingContract": USDC_BASE,
     }
     types = {
         "TransferWithAuthorization": [
@@ -143,7 +151,7 @@ def in_process(args: argparse.Namespace) -> tuple[list[Timing], str]:
     json.loads(base64.b64decode(sdk_header))
 
     digest = transfer_authorization_digest(
-        domain_separator("USDC", "2", 84532, bytes.fromhex(USDC_SEPOLIA[2:])),
+        domain_separator(USDC_NAME, USDC_VERSION, CHAIN_ID, bytes.fromhex(USDC_BASE[2:])),
         signer.address,
         bytes.fromhex(PAY_TO[2:]),
         10000,

@@ -11,14 +11,13 @@ from typing import Any
 from bench.bulk_db import BulkDb
 from bench.made_up_hosts import SUBDOMAINS, TLDS, WORDS
 from bench.progress import log
-from bench.request import USDC_SEPOLIA
+from bench.request import USDC_BASE, USDC_SEPOLIA
 
 DAY_S = 86_400
 LEDGER_DAYS = 30
 LEDGER_CHUNK = 50_000  # rows generated at a time
 LEDGER_TX_ROWS = 250_000  # rows per bulk transaction
 BIG_SEED = 402  # the same made-up policy and ledger on every run
-USDC_BASE = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 _LEDGER_PATHS = ["/", "/v1/quote", "/weather", "/v2/search", "/api/data", "/graphql", "/v1/chat"]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench import cpu_breakdown
-from bench.cpu_time import signer_children
+from bench.cpu_time import signer_descendants
 from bench.http_load import load
 from bench.processes import spawn, stop, tail
 from bench.progress import log
@@ -74,7 +74,7 @@ def breakdown(
     for target in (ceiling, ours):
         log(f"perf on {target.name} for {args.cpu_breakdown:g} s")
         got = cpu_breakdown.record(
-            [target.proc.pid, *signer_children(target.proc.pid)],
+            [target.proc.pid, *signer_descendants(target.proc.pid)],
             workdir / f"perf-{target.name}.data",
             functools.partial(load, target, args, body_file, args.cpu_breakdown, loadgen),
             spawn,

@@ -27,6 +27,19 @@ def goal(ok: bool) -> str:
     return "✅" if ok else "❌"
 
 
+def server_label(name: str, ours: str) -> str:
+    """A server of the run by its target name: ``sqlite``, ``postgres-2``, ``ceiling``..."""
+    if name == "ceiling":
+        return "bare Starlette JSON endpoint (ceiling, `bench/ceiling_app.py`)"
+    if name == "sqlite-inline":
+        return f"{ours}, SQLite, signing on the event loop (`PAYSIGN_SIGNER_PROCESS=false`)"
+    database, _, workers = name.partition("-")
+    where = {"sqlite": "SQLite (embedded default)", "postgres": "PostgreSQL"}[database]
+    if workers:
+        return f"{ours}, {where}, `paysign serve --workers {workers}`"
+    return f"{ours}, {where}"
+
+
 def report_in_process(timings: list[Timing], pinning: str) -> dict[str, float]:
     by = {t.label: t.median_us for t in timings}
     print(
@@ -81,16 +94,8 @@ def report_http(
         tmo = sum(r["timeouts"] for r in t.runs)
         per_round = " / ".join(fmt_int(r["rps"]) for r in t.runs)
         share = rps / ceiling_rps
-        share_text = (
-            "100%" if t is ceiling else f"{100 * share:.0f}% (goal ≥ 40% {goal(share >= 0.4)})"
-        )
-        label = {
-            "ceiling": "bare Starlette JSON endpoint (ceiling, `bench/ceiling_app.py`)",
-            "sqlite": "ours `POST /wallets/signatures`, SQLite (embedded default)",
-            "sqlite-inline": "ours, SQLite, signing on the event loop "
-            "(`PAYSIGN_SIGNER_PROCESS=false`)",
-            "postgres": "ours `POST /wallets/signatures`, PostgreSQL",
-        }[t.name]
+        share_text = "100%" if t is ceiling else f"{100 * share:.0f}%"
+        label = server_label(t.name, "ours `POST /wallets/signatures`")
         cpu = [r["cpu_us"] for r in t.runs if "cpu_us" in r]
         own = [r["own_cpu_us"] for r in t.runs if "own_cpu_us" in r]
         cpu_text = f"{statistics.median(cpu):.0f} µs" if cpu else "n/a"
@@ -110,14 +115,9 @@ def report_sequential(
     print(f"\n### 3. Single-request latency (sequential, 1 keep-alive connection, {n} requests)\n")
     print("| what | p50 | p99 |")
     print("|---|---:|---:|")
-    labels = {
-        "sqlite": "ours over HTTP, SQLite (`http.client`)",
-        "sqlite-inline": "ours over HTTP, SQLite, signing on the event loop (`http.client`)",
-        "postgres": "ours over HTTP, PostgreSQL (`http.client`)",
-        "ceiling": "ceiling endpoint over HTTP (`http.client`)",
-    }
     for name, r in seq.items():
-        print(f"| {labels[name]} | {r['p50']:.0f} µs | {r['p99']:.0f} µs |")
+        label = server_label(name, "ours over HTTP") + " (`http.client`)"
+        print(f"| {label} | {r['p50']:.0f} µs | {r['p99']:.0f} µs |")
     if httpx_p50 is not None:
         print(
             "| ours over HTTP, SQLite (`httpx.Client`, what an agent would use) | "

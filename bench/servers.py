@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.accounts import bench_account
+from bench.cpu_time import children
 from bench.paysign_cli import paysign_cmd, paysign_env
 from bench.processes import spawn, tail
 from bench.request import HOST, PATH
@@ -60,19 +62,67 @@ def wait_healthy(
     raise SystemExit(f"server on port {port} not healthy after {timeout} s:\n{tail(log_path)}")
 
 
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def _epoll_watched_inodes(pid: int) -> set[int]:
+    """Inodes of the files an epoll of ``pid`` watches (``ino:`` of its ``tfd:`` lines)."""
+    inodes = set()
+    for info in Path(f"/proc/{pid}/fdinfo").glob("*"):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                if line.startswith("tfd:") and " ino:" in line:
+                    inodes.add(int(line.split(" ino:")[1].split()[0], 16))
+    return inodes
+
+
+def accepting_workers(supervisor_pid: int) -> int:
+    """Children of a supervisor whose event loop watches its listening socket: ready ones."""
+    listening = _socket_inodes(supervisor_pid)
+    return sum(bool(listening & _epoll_watched_inodes(child)) for child in children(supervisor_pid))
+
+
+def wait_accepting(
+    proc: subprocess.Popen[bytes], workers: int, log_path: Path, timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while accepting_workers(proc.pid) < workers:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}:\n{tail(log_path)}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{workers} workers not all ready in {timeout} s:\n{tail(log_path)}")
+        time.sleep(0.1)
+
+
 def start_paysign(
-    name: str, workdir: Path, database_url: str | None, extra_env: dict[str, str] | None = None
+    name: str,
+    workdir: Path,
+    database_url: str | None,
+    extra_env: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> Target:
+    """``paysign serve`` with a fresh account; ``workers`` > 1 starts a supervisor."""
     data_dir = workdir / name
     data_dir.mkdir(mode=0o700)
     env = {**paysign_env(data_dir, database_url), **(extra_env or {})}
     email, api_key = bench_account(env, workdir)
     port = free_port()
     log_path = workdir / f"{name}.log"
-    proc = spawn(
-        [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)], env=env, log_path=log_path
-    )
+    cmd = [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
+    proc = spawn(cmd, env=env, log_path=log_path)
     wait_healthy(proc, port, log_path)
+    if workers > 1:
+        # A supervisor's port answers once one of its workers is ready: wait for the others.
+        wait_accepting(proc, workers, log_path)
     return Target(name, port, api_key, proc, log_path, env=env, email=email)
 
 

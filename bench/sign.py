@@ -35,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import signal
@@ -42,7 +44,7 @@ import tempfile
 import time
 
 from bench.big_state import run_big_state
-from bench.http_run import run_http
+from bench.http_run import measure_http, report_run
 from bench.in_process import in_process
 from bench.processes import stop_all
 from bench.progress import log
@@ -59,7 +61,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--postgres", action="store_true", help="also run our endpoint on PostgreSQL")
+    p.add_argument(
+        "--postgres",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run our endpoint on PostgreSQL, with one and with --workers processes "
+        "(default; --no-postgres on a machine without one)",
+    )
+    p.add_argument(
+        "--sqlite-only", dest="postgres", action="store_false", help="the same as --no-postgres"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="`paysign serve --workers N` of the multi-process runs (2; 1 skips them)",
+    )
+    p.add_argument(
+        "--multi-sqlite",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run --workers processes on one SQLite file (default)",
+    )
     p.add_argument(
         "--postgres-url",
         default=os.environ.get("PAYSIGN_BENCH_POSTGRES_URL", DEFAULT_PG_URL),
@@ -146,14 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         print("## paysign signing benchmark\n")
         print(machine_line(loadgen_desc))
         by = None
+        in_process_text = ""
         if not args.skip_in_process:
             timings, pinning = in_process(args)
-            by = report_in_process(timings, pinning)
+            # Held back: the HTTP run's summary comes first.
+            with contextlib.redirect_stdout(io.StringIO()) as table:
+                by = report_in_process(timings, pinning)
+            in_process_text = table.getvalue()
+        if args.big_state or args.skip_http:
+            print(in_process_text, end="")
             sys.stdout.flush()
         if args.big_state:
             run_big_state(args, workdir)
         elif not args.skip_http:
-            run_http(args, workdir, by)
+            try:
+                run = measure_http(args, workdir)
+            except BaseException:
+                print(in_process_text, end="")
+                raise
+            report_run(run, args, by, in_process_text)
         print(f"\n_Total run time {time.monotonic() - started:.0f} s._")
         return 0
     except KeyboardInterrupt:

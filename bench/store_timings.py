@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.request import PAY_TO, REQUEST_BODY, USDC_SEPOLIA
+from bench.request import NETWORK, PAY_TO, REQUEST_BODY, USDC_BASE
 
 
 class _Rollback(Exception):
@@ -64,8 +64,8 @@ def store_timings(
             api_key_id=key_id,
             seller_host="api.example.com",
             seller_path="/weather",
-            network="eip155:84532",
-            asset=USDC_SEPOLIA,
+            network=NETWORK,
+            asset=USDC_BASE,
             pay_to=PAY_TO.lower(),
             amount=10000,
             nonce=os.urandom(32),
