@@ -58,8 +58,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# SQLite, PostgreSQL at 127.0.0.1:5432 (started when installed but down) and two `serve`
+# processes on each (~3 min). Without PostgreSQL: `make bench BENCH_ARGS=--no-postgres`.
 bench: install
-	$(BIN)/python bench/sign.py
+	@case " $(BENCH_ARGS) " in *" --no-postgres "*|*" --sqlite-only "*) ;; \
+	  *) bash scripts/ensure-postgres ;; esac
+	$(BIN)/python bench/sign.py $(BENCH_ARGS)
 
 # Re-pin every dependency after changing pyproject.toml.
 lock:

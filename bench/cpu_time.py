@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+SIGNER_MODULE = b"paysign.custody.signer_worker"
+
 
 def own_cpu_seconds(pid: int) -> float | None:
     """user + system CPU time of one process (Linux /proc), or None elsewhere."""
@@ -42,10 +44,12 @@ def descendants(pid: int) -> list[int]:
 
 
 def _is_signer(pid: int) -> bool:
+    """Runs ``python -m paysign.custody.signer_worker`` (an argument, not any mention of it)."""
     try:
-        return b"signer_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
+    return SIGNER_MODULE in argv
 
 
 def signer_children(pid: int) -> list[int]:

@@ -38,6 +38,11 @@ def _start_targets(
 ) -> list[Target]:
     """Our servers: SQLite first (the other rows' reference), then PostgreSQL, then N processes."""
     multi = args.workers > 1
+    schemas: list[str] = []
+    if args.postgres:  # first: an unreachable database stops the run before any server starts
+        count = 2 if multi else 1
+        schemas = [stack.enter_context(postgres_schema(args.postgres_url)) for _ in range(count)]
+        stack.callback(stop_all)  # runs before the schemas are dropped
     log("starting paysign (SQLite)")
     targets = [start_paysign("sqlite", workdir, None)]
     if args.inline_signing:
@@ -48,18 +53,15 @@ def _start_targets(
         log(f"starting paysign (SQLite, {args.workers} workers)")
         name = multi_name("sqlite", args.workers)
         targets.append(start_paysign(name, workdir, None, workers=args.workers))
-    if args.postgres:
-        count = 2 if multi else 1
-        schemas = [stack.enter_context(postgres_schema(args.postgres_url)) for _ in range(count)]
-        stack.callback(stop_all)  # runs before the schemas are dropped
+    if schemas:
         log(f"starting paysign (PostgreSQL, schema {schemas[0]})")
         url = sqlalchemy_url(args.postgres_url, schemas[0])
         targets.append(start_paysign("postgres", workdir, url))
-        if multi:
-            log(f"starting paysign (PostgreSQL, {args.workers} workers, schema {schemas[1]})")
-            url = sqlalchemy_url(args.postgres_url, schemas[1])
-            name = multi_name("postgres", args.workers)
-            targets.append(start_paysign(name, workdir, url, workers=args.workers))
+    if multi and schemas:
+        log(f"starting paysign (PostgreSQL, {args.workers} workers, schema {schemas[1]})")
+        url = sqlalchemy_url(args.postgres_url, schemas[1])
+        name = multi_name("postgres", args.workers)
+        targets.append(start_paysign(name, workdir, url, workers=args.workers))
     return targets
 
 

@@ -14,8 +14,14 @@ def postgres_schema(base_url: str) -> Iterator[str]:
     import psycopg
 
     schema = f"paysign_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with psycopg.connect(base_url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    except psycopg.OperationalError as exc:
+        raise SystemExit(
+            f"PostgreSQL is not reachable at {base_url} ({str(exc).strip()}): start it, "
+            "pass --postgres-url, or run with --no-postgres"
+        ) from exc
     try:
         yield schema
     finally:

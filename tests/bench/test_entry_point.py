@@ -21,6 +21,9 @@ def test_the_script_imports_the_bench_package(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "--skip-in-process" in done.stdout
     assert "--big-state" in done.stdout
+    # PostgreSQL and the multi-process runs are the default; a way out for machines without one.
+    for flag in ("--no-postgres", "--sqlite-only", "--workers", "--no-multi-sqlite"):
+        assert flag in done.stdout
 
 
 def test_no_bench_module_outgrows_one_job() -> None:

@@ -60,3 +60,51 @@ def test_the_signer_process_is_part_of_the_servers_cpu(cpu_time: ModuleType) -> 
         assert cpu_time.signer_children(other_pid) == []
     finally:
         server.communicate("", timeout=30)
+
+
+# A stand-in supervisor: two workers, each a stand-in server above with its own signer process.
+SUPERVISOR = f"""
+import subprocess, sys
+workers = [
+    subprocess.Popen(
+        [sys.executable, "-c", {SERVER!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    for _ in range(2)
+]
+signers = [worker.stdout.readline().split()[0] for worker in workers]
+print(*[worker.pid for worker in workers], *signers, flush=True)
+sys.stdin.read()
+for worker in workers:
+    worker.communicate("")
+"""
+
+
+def test_a_supervisors_cpu_sums_its_workers_and_their_signers(cpu_time: ModuleType) -> None:
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert supervisor.stdout is not None
+        first, second, *signers = map(int, supervisor.stdout.readline().split())
+        below = cpu_time.descendants(supervisor.pid)
+        assert {first, second, *signers} <= set(below)
+        assert len(below) == 6  # and each worker's `sleep`
+        assert sorted(cpu_time.signer_descendants(supervisor.pid)) == sorted(signers)
+        assert cpu_time.signer_children(supervisor.pid) == []  # not its own children
+
+        def own(pid: int) -> float:
+            seconds = cpu_time.own_cpu_seconds(pid)
+            assert seconds is not None
+            return float(seconds)
+
+        signing = sum(own(pid) for pid in signers)
+        assert signing > 0.1
+        total = cpu_time.process_cpu_seconds(supervisor.pid)
+        assert total == pytest.approx(sum(own(pid) for pid in [supervisor.pid, *below]), abs=0.02)
+        without = cpu_time.cpu_seconds_without_signers(supervisor.pid)
+        assert without == pytest.approx(total - signing, abs=0.02)
+    finally:
+        supervisor.communicate("", timeout=60)
