@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     #: mcp_url and base_url and loopback (DNS-rebinding protection).
     connector_allowed_hosts: str = ""
     connector_allowed_origins: str = ""
+    #: Serve handshake-era MCP clients without sessions: each request stands alone, so any
+    #: process can answer it (no ``Mcp-Session-Id``, no GET stream, no list_changed for them).
+    #: ``paysign serve --workers N`` sets it for its workers unless it is set.
+    connector_stateless: bool = False
     #: The x402 Bazaar discovery index (``/discovery/search``, ``/discovery/resources``).
     bazaar_url: str = "https://api.cdp.coinbase.com/platform/v2/x402"
 

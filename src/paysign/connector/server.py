@@ -3,13 +3,17 @@
 * One endpoint serves both protocol eras (the SDK routes on ``MCP-Protocol-Version``):
   handshake-era clients (2024-11-05 … 2025-11-25) get stateful sessions (``Mcp-Session-Id``, a
   GET SSE stream); 2026-07-28 clients get the stateless per-request envelope.
+* ``connector_stateless``: handshake-era clients get no session either. A session lives in one
+  process's memory, so under several workers the next request of a client may reach a process
+  that never saw it; without sessions any process answers any request. They lose the GET stream
+  (answered 405) and with it ``notifications/tools/list_changed``.
 * ``tools.listChanged`` is advertised. A watcher polls the catalog version and on a change sends
-  ``notifications/tools/list_changed`` to every open handshake-era connection and publishes
+  ``notifications/tools/list_changed`` to every open handshake-era session and publishes
   ``ToolsListChanged`` on the subscription bus (``subscriptions/listen``, 2026-07-28).
 * Auth happens here, before the SDK sees the request: no credential → 401 with the spec's
   challenge; a credential nobody accepts → 401 with ``error="invalid_token"``; both with the
   body ``{"message":"Unauthorized"}``. The principal goes into ``scope["user"]`` so the SDK binds
-  each session to the credential that opened it.
+  each session to the credential that opened it; without sessions every request is checked alone.
 * ``uvicorn`` runs the app with ``lifespan="off"``, so the session manager is started on the
   first request, in a task that lives as long as the event loop (``close`` stops it).
 """
@@ -120,6 +124,34 @@ def _tool_result(result: dict[str, Any]) -> types.CallToolResult:
     )
 
 
+async def _no_stream(send: Send) -> None:
+    """405 for the GET stream: the SDK's stateless transport would hold it open with nothing
+    ever to send (the spec's answer for a server that offers no stream)."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": types.INVALID_REQUEST,
+                "message": "Method Not Allowed: this connector keeps no sessions and offers no "
+                "GET stream; send each request as a POST",
+            },
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 405,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"allow", b"POST"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 class Connector:
     """The ASGI app mounted at the path of ``{mcp_url}``."""
 
@@ -158,11 +190,13 @@ class Connector:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
-        self.server.middleware.append(self._track_connection)
+        self.stateless = settings.connector_stateless
+        if not self.stateless:  # a stateless request's connection has no channel to notify on
+            self.server.middleware.append(self._track_connection)
         hosts, origins = _hosts_and_origins(settings)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
-            stateless=False,
+            stateless=self.stateless,
             security_settings=TransportSecuritySettings(
                 enable_dns_rebinding_protection=True,
                 allowed_hosts=hosts,
@@ -256,6 +290,9 @@ class Connector:
             resource=self.mcp_url,
             subject=str(principal.account_id),
         )
+        if self.stateless and scope["method"] == "GET":
+            await _no_stream(send)
+            return
         scope = {**scope, "user": AuthenticatedUser(access), PRINCIPAL_KEY: principal}
         await self._ensure_started()
         await self.manager.handle_request(scope, receive, send)

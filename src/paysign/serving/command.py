@@ -22,6 +22,7 @@ from paysign.serving.supervisor import Supervisor
 log = structlog.get_logger("paysign.serve")
 
 METRICS_DIR_NAME = "prometheus-multiproc"
+CONNECTOR_STATELESS = "PAYSIGN_CONNECTOR_STATELESS"
 
 
 def run_serve(settings: Settings, workers: int) -> int:
@@ -94,9 +95,10 @@ def _bind(settings: Settings) -> socket.socket:
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:
-    """The workers' environment: the address the supervisor listens on, and a fresh private
-    directory for the metrics of several processes unless one is configured (set here too:
-    the supervisor removes the files of a worker that exits)."""
+    """The workers' environment: the address the supervisor listens on, the connector without
+    MCP sessions unless the operator chose, and a fresh private directory for the metrics of
+    several processes unless one is configured (set here too: the supervisor removes the files
+    of a worker that exits)."""
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         secure_data_dir(settings.data_dir)
         metrics_dir = settings.data_dir / METRICS_DIR_NAME
@@ -107,7 +109,27 @@ def worker_environment(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env["PAYSIGN_HOST"] = settings.host
     env["PAYSIGN_PORT"] = str(settings.port)
+    _connector_sessions(settings, env)
     return env
+
+
+def _connector_sessions(settings: Settings, env: dict[str, str]) -> None:
+    # A session lives in one worker's memory while the kernel hands a client's next connection
+    # to any worker: only requests that stand alone can be answered wherever they land.
+    # Settings match the variable's name in any letter case.
+    if not any(name.upper() == CONNECTOR_STATELESS for name in env):
+        env[CONNECTOR_STATELESS] = "true"
+        log.info(
+            "connector_stateless",
+            reason="MCP sessions are stateless under several workers: any worker answers any "
+            "request; handshake-era clients get no GET stream and no tools/list_changed",
+        )
+    elif not settings.connector_stateless:
+        log.warning(
+            "connector_sessions_in_one_worker",
+            reason=f"{CONNECTOR_STATELESS} is off: an MCP session's next request may reach "
+            "another worker and get 404 (session not found)",
+        )
 
 
 def connections_per_worker(settings: Settings) -> int:
