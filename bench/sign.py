@@ -1,28 +1,31 @@
-"""Signing benchmark: in-process signing cost and HTTP throughput, in one run.
+"""Signing benchmark: in-process signing cost, HTTP throughput and scale-out, in one run.
 
-    .venv/bin/python bench/sign.py              # ~1 min; `make bench` runs exactly this
-    .venv/bin/python bench/sign.py --postgres   # also our endpoint on PostgreSQL (~+25 s)
-    .venv/bin/python bench/sign.py --skip-in-process --big-state [--postgres]
+    .venv/bin/python bench/sign.py                 # ~2.5 min; `make bench` runs exactly this
+    .venv/bin/python bench/sign.py --no-postgres   # a machine without PostgreSQL
+    .venv/bin/python bench/sign.py --skip-in-process --big-state [--no-postgres]
         # 10,000 policy rules + a 1,000,000-row ledger vs an empty policy (~1.5 min per database)
     .venv/bin/python bench/sign.py --help
 
 Everything runs in one invocation so the ratios compare numbers taken minutes apart on the
-same (noisy, shared, 2-core) machine:
+same (noisy, shared, 2-core) machine. Every request is a live payment (Base mainnet terms, no
+sandbox header): the caps are checked and reserved each time.
 
+0. The summary: req/s, share and p99 of the ceiling, SQLite, PostgreSQL and --workers
+   processes on each; what a lone request adds over the ceiling's round trip; the goals.
 1. In process, one core: per-signature µs for eth-account, our full path, our signing alone,
    the bare libsecp256k1 floor, and the x402 SDK client signing locally.
 2. Over HTTP on 127.0.0.1 (wrk, or bench/loadgen.py without it): our ``POST
    /wallets/signatures`` against a bare Starlette endpoint served the same way (the ceiling).
 3. Sequential single-request latency of our endpoint, against the SDK's local signing time.
 
-``--big-state`` replaces 2 and 3 with the acceptance check "with a policy of 10,000 rules and a
-ledger of 1,000,000 signatures, the signing benchmark stays within 10% of the empty-policy
-figure": our endpoint with an empty policy, then the same server and database after loading
-that state, against a second empty-policy account on the big ledger.
+``--big-state`` replaces 0, 2 and 3 with the acceptance check "with a policy of 10,000 rules
+and a ledger of 1,000,000 signatures, the signing benchmark stays within 10% of the
+empty-policy figure": our endpoint with an empty policy, then the same server and database
+after loading that state, against a second empty-policy account on the big ledger.
 
 It prints markdown tables on stdout (progress goes to stderr). It talks only to 127.0.0.1, uses
-a throwaway data directory (and, with --postgres, a throwaway schema), and stops every process
-it starts, also on Ctrl-C and errors. See bench/README.md for what each row means.
+a throwaway data directory (and throwaway PostgreSQL schemas), and stops every process it
+starts, also on Ctrl-C and errors. See bench/README.md for what each row means.
 """
 
 from __future__ import annotations
