@@ -189,8 +189,17 @@ def test_the_get_stream_is_refused_and_initialize_opens_no_session(world: World)
         stream = httpx.get(url, headers={**auth, "Accept": "text/event-stream"}, timeout=30)
         unauthenticated = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=30)
         init = httpx.post(url, json=HANDSHAKE_INIT, headers={**auth, **STREAMABLE_ACCEPT})
+        ping = httpx.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
+            headers={**auth, **STREAMABLE_ACCEPT},
+        )
+        end = httpx.delete(url, headers=auth)
     assert stream.status_code == 405 and stream.headers["allow"] == "POST"
     assert "no GET stream" in stream.json()["error"]["message"]
     assert unauthenticated.status_code == 401
     assert init.status_code == 200 and "mcp-session-id" not in init.headers
     assert '"protocolVersion":"2025-06-18"' in init.text
+    assert '"tools":{"listChanged":true}' in init.text  # still true for 2026-07-28 clients
+    assert ping.status_code == 200 and '"result":{}' in ping.text
+    assert end.status_code == 405  # no session to end
