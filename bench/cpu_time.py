@@ -1,10 +1,12 @@
-"""CPU time of a server and all its descendants (workers, signer processes), from Linux's /proc.
+"""A server's process tree, read from Linux's /proc: its CPU time, all its descendants
+(workers, signer processes) included, and which of a supervisor's workers accept connections.
 
 It imports nothing from the rest of ``bench``: tests load it from its file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -77,3 +79,30 @@ def cpu_seconds_without_signers(pid: int) -> float | None:
         return None
     others = [child for child in descendants(pid) if not _is_signer(child)]
     return own + sum(own_cpu_seconds(child) or 0.0 for child in others)
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def _epoll_watched_inodes(pid: int) -> set[int]:
+    """Inodes of the files an epoll of ``pid`` watches (``ino:`` of its ``tfd:`` lines)."""
+    inodes = set()
+    for info in Path(f"/proc/{pid}/fdinfo").glob("*"):
+        with contextlib.suppress(OSError):
+            for line in info.read_text().splitlines():
+                if line.startswith("tfd:") and " ino:" in line:
+                    inodes.add(int(line.split(" ino:")[1].split()[0], 16))
+    return inodes
+
+
+def accepting_workers(supervisor_pid: int) -> int:
+    """Children of a supervisor whose event loop watches its listening socket: ready ones."""
+    listening = _socket_inodes(supervisor_pid)
+    return sum(bool(listening & _epoll_watched_inodes(child)) for child in children(supervisor_pid))

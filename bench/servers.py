@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.accounts import bench_account
-from bench.cpu_time import children
+from bench.cpu_time import accepting_workers
 from bench.paysign_cli import paysign_cmd, paysign_env
 from bench.processes import spawn, tail
 from bench.request import HOST, PATH
@@ -60,33 +59,6 @@ def wait_healthy(
             conn.close()
         time.sleep(0.1)
     raise SystemExit(f"server on port {port} not healthy after {timeout} s:\n{tail(log_path)}")
-
-
-def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").glob("*"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(fd)
-            if target.startswith("socket:["):
-                inodes.add(int(target[len("socket:[") : -1]))
-    return inodes
-
-
-def _epoll_watched_inodes(pid: int) -> set[int]:
-    """Inodes of the files an epoll of ``pid`` watches (``ino:`` of its ``tfd:`` lines)."""
-    inodes = set()
-    for info in Path(f"/proc/{pid}/fdinfo").glob("*"):
-        with contextlib.suppress(OSError):
-            for line in info.read_text().splitlines():
-                if line.startswith("tfd:") and " ino:" in line:
-                    inodes.add(int(line.split(" ino:")[1].split()[0], 16))
-    return inodes
-
-
-def accepting_workers(supervisor_pid: int) -> int:
-    """Children of a supervisor whose event loop watches its listening socket: ready ones."""
-    listening = _socket_inodes(supervisor_pid)
-    return sum(bool(listening & _epoll_watched_inodes(child)) for child in children(supervisor_pid))
 
 
 def wait_accepting(

@@ -1,0 +1,123 @@
+"""bench/cpu_time.py tells a supervisor's workers that accept connections from the others."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A worker serving the supervisor's socket on an event loop, and one only holding it.
+SERVING = """
+import asyncio, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+async def main():
+    loop = asyncio.get_running_loop()
+    await loop.create_server(asyncio.Protocol, sock=sock)
+    print("serving", flush=True)
+    await loop.run_in_executor(None, sys.stdin.read)
+asyncio.run(main())
+"""
+HOLDING = """
+import socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+print("holding", flush=True)
+sys.stdin.read()
+"""
+SUPERVISOR = f"""
+import socket, subprocess, sys
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+fd = listener.fileno()
+workers = [
+    subprocess.Popen(
+        [sys.executable, "-c", code, str(fd)],
+        pass_fds=(fd,), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    for code in ({SERVING!r}, {HOLDING!r})
+]
+for worker in workers:
+    worker.stdout.readline()
+print("ready", flush=True)
+sys.stdin.read()
+for worker in workers:
+    worker.communicate("")
+"""
+
+
+@pytest.fixture(scope="module")
+def cpu_time() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_cpu_time", ROOT / "bench" / "cpu_time.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_a_worker_whose_loop_watches_the_socket_counts(cpu_time: ModuleType) -> None:
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert supervisor.stdout is not None
+        assert supervisor.stdout.readline() == "ready\n"
+        assert len(cpu_time.children(supervisor.pid)) == 2
+        assert cpu_time.accepting_workers(supervisor.pid) == 1
+    finally:
+        supervisor.communicate("", timeout=30)
+
+
+def test_paysign_serve_workers_are_all_seen_accepting(cpu_time: ModuleType, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+    env["PAYSIGN_DATA_DIR"] = str(tmp_path / "data")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "serve.log").open("wb")
+    serve = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "paysign"),
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while cpu_time.accepting_workers(serve.pid) < 2:
+            assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.1)
+        workers = [
+            pid
+            for pid in cpu_time.children(serve.pid)
+            if b"paysign.serving.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(workers) == 2
+        assert cpu_time.accepting_workers(serve.pid) == 2
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+        log.close()
