@@ -5,8 +5,9 @@
     ...     _ = conn.exec_driver_sql("select 1")
 
 ``write()`` is a short read-write transaction. On SQLite it starts with ``BEGIN IMMEDIATE``
-(taking the write lock up front, so two writers never deadlock upgrading a read lock) and
-threads of one process queue on a lock instead of on SQLite's sleeping busy handler. On
+(taking the write lock up front, so two writers never deadlock upgrading a read lock), and
+writers queue on the database's lock file (``store/sqlite_lock.py``, shared with the signing
+store; a thread lock for an in-memory database) instead of on SQLite's sleeping busy handler. On
 PostgreSQL it is a plain transaction; row-level guards in the statements do the rest.
 
 ``raw_pool()`` gives PostgreSQL connections beside the engine, for code that skips SQLAlchemy.
@@ -18,7 +19,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -30,6 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from paysign.datadir import make_private_file, tighten_file
+from paysign.store.sqlite_lock import WriterLock
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -50,15 +52,19 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def _private_sqlite_files(url: str) -> None:
-    """The database file 0600 before SQLite opens it, since SQLite creates the ``-wal`` and
-    ``-shm`` files with the database file's mode; those of an earlier, looser one are tightened.
-    """
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL; ``None`` for an in-memory database or a ``file:`` URI."""
     parsed = sa.engine.make_url(url)
     name = parsed.database or ""
     if not name or name == ":memory:" or parsed.query.get("uri") or name.startswith("file:"):
-        return
-    path = Path(name)
+        return None
+    return Path(name)
+
+
+def _private_sqlite_files(path: Path) -> None:
+    """The database file 0600 before SQLite opens it, since SQLite creates the ``-wal`` and
+    ``-shm`` files with the database file's mode; those of an earlier, looser one are tightened.
+    """
     if not path.parent.is_dir():
         return  # SQLite's own error says it better than a half-made path would
     make_private_file(path)
@@ -79,12 +85,19 @@ class Database:
             {} if server_prepared_statements else {"prepare_threshold": None}
         )
         self.is_sqlite = self.url.startswith("sqlite")
-        self._write_lock = threading.Lock() if self.is_sqlite else None
+        self._write_lock: Callable[[], AbstractContextManager[object]] | None = None
         self._on_dispose: list[Callable[[], None]] = []
         if self.is_sqlite:
             in_memory = self.url in ("sqlite://", "sqlite:///:memory:")
-            if not in_memory:
-                _private_sqlite_files(self.url)
+            file = None if in_memory else _sqlite_file(self.url)
+            if file is not None:
+                _private_sqlite_files(file)
+            if file is not None and file.parent.is_dir():
+                writers = WriterLock(file)
+                self._write_lock = writers.held
+                self._on_dispose.append(writers.close)
+            else:
+                self._write_lock = _thread_lock(threading.Lock())
             self.writer = self._sqlite_engine(begin="BEGIN IMMEDIATE")
             self.reader = self.writer if in_memory else self._sqlite_engine(begin="BEGIN")
         else:
@@ -133,7 +146,7 @@ class Database:
             with self.writer.begin() as conn:
                 yield conn
             return
-        with self._write_lock, self.writer.begin() as conn:
+        with self._write_lock(), self.writer.begin() as conn:
             yield conn
 
     @contextmanager
@@ -172,6 +185,10 @@ class Database:
         self.writer.dispose()
         if self.reader is not self.writer:
             self.reader.dispose()
+
+
+def _thread_lock(lock: threading.Lock) -> Callable[[], AbstractContextManager[object]]:
+    return lambda: lock
 
 
 class _Checkup:

@@ -6,13 +6,15 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 
 import structlog
 
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, SQLITE_SYNCHRONOUS
 from paysign.store.signing_batch import BatchTransaction
 from paysign.store.signing_statements import SqlStatements
+from paysign.store.sqlite_lock import WriterLock
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
 #: The longest wait between two checkpoint attempts while they keep failing.
@@ -23,8 +25,12 @@ log = structlog.get_logger("paysign.store")
 
 class SqliteSigningStore:
     """One connection per process, used under a lock: in-process calls take microseconds,
-    so they run on the event loop with no thread hop; other processes wait on SQLite's lock
-    (``BEGIN IMMEDIATE``). One transaction per request, reads included: one lock cycle."""
+    so they run on the event loop with no thread hop; other processes' writers queue on the
+    database's lock file (``store/sqlite_lock.py``), then on SQLite's (``BEGIN IMMEDIATE``).
+    One transaction per request, reads included: one lock cycle.
+
+    ``busy_timeout_ms``: how long SQLite waits for a writer that skips the lock file.
+    ``lock_file=False`` leaves all waiting to SQLite's busy handler (a test's control)."""
 
     inline = True
     executor: Executor | None = None
@@ -35,8 +41,13 @@ class SqliteSigningStore:
         *,
         checkpoint_every: float = 1.0,
         checkpoint_connect: Callable[[str], sqlite3.Connection] | None = None,
+        busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+        lock_file: bool = True,
     ) -> None:
-        self._conn = _connect(path)
+        self._writers = WriterLock(Path(path)) if lock_file else None
+        if self._writers is not None:
+            self._writers.open()
+        self._conn = _connect(path, busy_timeout_ms)
         self._conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         # Checkpoints copy the WAL into a database file that grows with the ledger; they run
         # on a thread of their own (PASSIVE: never blocking a writer), not inside a request.
@@ -91,14 +102,20 @@ class SqliteSigningStore:
         # though: a writer starts it over only when a checkpoint has copied every frame, and
         # frames keep arriving. So the last few are copied with the writer paused
         # (milliseconds), and the next transaction starts the WAL over; otherwise it grows by
-        # megabytes a second and every read slows down with it.
+        # megabytes a second and every read slows down with it. Other processes need not wait
+        # for it (PASSIVE never blocks a writer): the thread lock, not the lock file.
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         with self._lock:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
+    def _other_processes_waited_for(self) -> AbstractContextManager[object]:
+        # Blocks the event loop while another process writes, just where SQLite's busy handler
+        # would block it otherwise: the store is inline by design, and a transaction is short.
+        return nullcontext() if self._writers is None else self._writers.held()
+
     @contextmanager
     def transaction(self) -> Iterator[BatchTransaction]:
-        with self._lock:
+        with self._lock, self._other_processes_waited_for():
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
@@ -118,13 +135,15 @@ class SqliteSigningStore:
         self._stop.set()
         self._checkpointer.join(timeout=5)
         self._conn.close()
+        if self._writers is not None:
+            self._writers.close()
 
 
-def _connect(path: str) -> sqlite3.Connection:
+def _connect(path: str, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
-    conn.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
 
