@@ -20,7 +20,7 @@ from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 from paysign.store.schema import signatures
-from paysign.store.signing_batch import ReservationLost, SpendTotal
+from paysign.store.signing_batch import ReadAhead, ReservationLost, SpendTotal
 from paysign.store.signing_postgres import DatabaseUnreachable, PostgresSigningStore
 from paysign.store.signing_store import SigningStore
 
@@ -104,13 +104,39 @@ def test_a_holder_and_their_rules_on_the_sellers_hosts_come_together(
     with signing_store.transaction() as tx:
         alone = tx.key_holder(hash_api_key(account["api_key"]), NOW)
     with signing_store.transaction() as tx:
-        holder = tx.key_holder(hash_api_key(account["api_key"]), NOW, hosts)
+        holder = tx.key_holder(hash_api_key(account["api_key"]), NOW, ReadAhead(hosts))
         assert holder == alone and holder is not None
         rules = tx._sql.grants(holder.account_id, hosts)
         assert [str(grant.rule) for grant in rules] == ["api.example.com"]
         assert tx.grants(holder.account_id, hosts) == rules
     with signing_store.transaction() as tx:
-        assert tx.key_holder(hash_api_key("psk_" + "x" * 43), NOW, hosts) is None
+        assert tx.key_holder(hash_api_key("psk_" + "x" * 43), NOW, ReadAhead(hosts)) is None
+
+
+def test_a_live_payments_windows_are_locked_with_its_holder_and_reserved_in_memory(
+    runtime, signing_store, account
+) -> None:
+    """Read ahead with the holder, the windows are locked (created at 0) before the first
+    reservation asks; reservations past a cap are refused from what they have spent, and the
+    total is written once, at the commit."""
+    key_hash, caps = hash_api_key(account["api_key"]), Caps(None, daily=100, monthly=1_000)
+    ahead = ReadAhead(["api.example.com", "example.com"], (DAY, MONTH))
+    with signing_store.transaction() as tx:
+        holder = tx.key_holder(key_hash, NOW, ahead)
+        assert holder is not None
+        assert tx.reserve(holder.account_id, 60, DAY, MONTH, caps) is None
+        hit = tx.reserve(holder.account_id, 41, DAY, MONTH, caps)
+        assert hit is not None and (hit.window, hit.limit, hit.spent) == (DAY, 100, 60)
+        assert tx.reserve(holder.account_id, 40, DAY, MONTH, caps) is None
+    assert spent(runtime, account["account_id"]) == {"daily": 100, "monthly": 100}
+    with signing_store.transaction() as tx:  # the next transaction starts from what is stored
+        holder = tx.key_holder(key_hash, NOW, ahead)
+        assert holder is not None
+        hit = tx.reserve(holder.account_id, 1, DAY, MONTH, caps)
+        assert hit is not None and hit.spent == 100
+    with signing_store.transaction() as tx:  # an unknown key locks nothing
+        assert tx.key_holder(hash_api_key("psk_" + "y" * 43), NOW, ahead) is None
+    assert spent(runtime, account["account_id"]) == {"daily": 100, "monthly": 100}
 
 
 # --- PostgreSQL connections ------------------------------------------------------------------

@@ -25,7 +25,7 @@ against the other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -57,23 +57,24 @@ from paysign.services.signing_context import SigningContext, SigningDeps, time_o
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.group_commit import Completion, GroupCommitter
+from paysign.store.signing_batch import ReadAhead
 from paysign.store.signing_store import SigningTransaction
 
 # --- who pays ---
 
 #: Finds who pays, inside the signing transaction: by API key, or by account (OAuth). Given
-#: the hosts whose rules the policy will read next, for a store to read them at the same time.
-HolderLoader = Callable[[SigningTransaction, int, Sequence[str]], repo.KeyHolder | None]
+#: what the request reads next, for a store to read it at the same time.
+HolderLoader = Callable[[SigningTransaction, int, ReadAhead], repo.KeyHolder | None]
 
 
 def by_api_key(api_key: str) -> HolderLoader:
     key_hash = hash_api_key(api_key)
-    return lambda tx, now, hosts: tx.key_holder(key_hash, now, hosts)
+    return lambda tx, now, ahead: tx.key_holder(key_hash, now, ahead)
 
 
 def by_account(account_id: str) -> HolderLoader:
     """For a credential already checked elsewhere (an OAuth access token)."""
-    return lambda tx, now, hosts: tx.account_holder(account_id)
+    return lambda tx, now, ahead: tx.account_holder(account_id)
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
@@ -154,8 +155,7 @@ def decide_and_record(request: SigningRequest, context: SigningContext) -> Signi
     transaction with others (``store.group_commit``); it raises only on a fault, and may then
     run again in a fresh transaction."""
     tx, now, checked = context.tx, request.now, request.checked
-    hosts = () if isinstance(checked, PaysignError) else candidate_hosts(checked[1])
-    holder = request.load_holder(tx, now, hosts)
+    holder = request.load_holder(tx, now, _read_ahead(request))
     if holder is None:
         return NotAuthenticated("Unauthorized")
     if isinstance(checked, PaysignError):
@@ -177,6 +177,15 @@ def decide_and_record(request: SigningRequest, context: SigningContext) -> Signi
         refusal, rule = policy_refusal(decision, seller), decision.rule
     tx.record_refusal(_refusal_record(holder, seller, request, terms, refusal, rule))
     return refusal
+
+
+def _read_ahead(request: SigningRequest) -> ReadAhead:
+    """What the request reads after its holder: the rules on the seller's hosts and, for a live
+    payment, the spend windows it reserves in."""
+    if isinstance(request.checked, PaysignError):
+        return ReadAhead()
+    windows = None if request.sandbox else windows_at(request.now)
+    return ReadAhead(candidate_hosts(request.checked[1]), windows)
 
 
 def _within_caps(

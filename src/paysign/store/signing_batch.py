@@ -60,6 +60,21 @@ class SpendTotal:
     amount: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """What a request will ask of the transaction after its key's holder: the holder's rules
+    on ``hosts``, and (a live payment) a reservation in the spend ``windows``. A store may read
+    them with the holder, in the same round trip."""
+
+    hosts: Sequence[str] = ()
+    windows: tuple[Window, Window] | None = None
+
+
+#: The holder, their rules on the read-ahead's hosts and, when the store locked them with the
+#: holder, what their two spend windows have spent (``None`` when it did not).
+FirstReads = tuple[KeyHolder | None, list[Grant], tuple[int, int] | None]
+
+
 class ReservationLost(RuntimeError):
     """The database refused a total the in-memory check had allowed (a bug, never a refusal)."""
 
@@ -69,10 +84,9 @@ class SigningStatements(Protocol):
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
 
-    def key_holder_with_grants(
-        self, key_hash: bytes, now: int, hosts: Sequence[str]
-    ) -> tuple[KeyHolder | None, list[Grant]]:
-        """The key's holder and their rules on ``hosts``, by one statement."""
+    def first_reads(self, key_hash: bytes, now: int, ahead: ReadAhead) -> FirstReads:
+        """The key's holder and their rules on ``ahead.hosts`` (one statement); a store that
+        can do it in the same round trip also locks the holder's ``ahead.windows``."""
         ...
 
     def account_holder(self, account_id: str) -> KeyHolder | None: ...
@@ -153,19 +167,27 @@ class BatchTransaction:
         self._pending: list[PendingEntry] = []
         self._refusals: list[RefusalRecord] = []
 
-    def key_holder(self, key_hash: bytes, now: int, hosts: Sequence[str] = ()) -> KeyHolder | None:
-        """``hosts``: those whose rules ``grants`` will be asked for next, read with the
-        holder (one round trip instead of two)."""
+    def key_holder(
+        self, key_hash: bytes, now: int, ahead: ReadAhead | None = None
+    ) -> KeyHolder | None:
+        """``ahead``: what the request asks next, read (and locked) with the holder."""
         key = (key_hash, now)
         if key in self._holders:
             return self._holders[key]
-        if not hosts:
+        if ahead is None or not ahead.hosts:
             holder = self._holders[key] = self._sql.key_holder(key_hash, now)
             return holder
-        holder, grants = self._sql.key_holder_with_grants(key_hash, now, hosts)
+        holder, grants, spent = self._sql.first_reads(key_hash, now, ahead)
         self._holders[key] = holder
-        if holder is not None:
-            self._grants.setdefault((holder.account_id, tuple(hosts)), grants)
+        if holder is None:
+            return None
+        self._grants.setdefault((holder.account_id, tuple(ahead.hosts)), grants)
+        if spent is not None and ahead.windows is not None:
+            # Locked until the commit: the reservations are checked against this in memory.
+            day, month = ahead.windows
+            self._windows.setdefault(
+                (holder.account_id, day.start, month.start), _Windows(day, month, spent)
+            )
         return holder
 
     def account_holder(self, account_id: str) -> KeyHolder | None:

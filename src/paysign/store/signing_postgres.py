@@ -26,8 +26,14 @@ from paysign.metrics import observe_pool_wait, pool_timed_out
 from paysign.store import signing_sql as sql
 from paysign.store.database import Database, PgConnection
 from paysign.store.pending_queue import PostgresPendingStatements
-from paysign.store.signing_batch import BatchTransaction, ReservationLost, SpendTotal
-from paysign.store.signing_statements import SqlStatements, spend_params
+from paysign.store.signing_batch import (
+    BatchTransaction,
+    FirstReads,
+    ReadAhead,
+    ReservationLost,
+    SpendTotal,
+)
+from paysign.store.signing_statements import SqlStatements, holder_with_grants, spend_params
 
 #: PostgreSQL connections per process, and as many threads to use them: a request never waits
 #: for a connection while holding a thread, and no more threads than connections contend for
@@ -38,6 +44,24 @@ SIGNING_CONNECTIONS = 8
 class PostgresStatements(PostgresPendingStatements, SqlStatements):
     """The statements for a cursor in pipeline mode: nothing waits for a result it does not
     read."""
+
+    def first_reads(self, key_hash: bytes, now: int, ahead: ReadAhead) -> FirstReads:
+        """The holder with their rules and, for a live payment, their two spend windows
+        locked: two statements, one round trip."""
+        if ahead.windows is None:
+            return super().first_reads(key_hash, now, ahead)
+        day, month = ahead.windows
+        with self._cur.connection.cursor() as windows:
+            self._send_holder_with_grants(self._cur, key_hash, now, ahead.hosts)
+            params = {"key_hash": key_hash, "now": now, "day_start": day.start}
+            windows.execute(
+                self._sql(sql.LOCK_WINDOWS_OF_KEY), {**params, "month_start": month.start}
+            )
+            holder, grants = holder_with_grants(self._cur.fetchall())
+            spent = {name: int(value) for name, value in windows.fetchall()}
+        if holder is None or len(spent) != 2:
+            return holder, grants, None
+        return holder, grants, (spent["daily"], spent["monthly"])
 
     def add_spend(self, total: SpendTotal) -> bool:
         """Always ``True``: a total the guard refuses fails the transaction instead (see

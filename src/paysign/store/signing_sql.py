@@ -63,6 +63,18 @@ ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.sp
 RETURNING "window", spent
 """
 
+# LOCK_WINDOWS for the holder of a live key, before the holder is known: sent with the key's
+# read, it saves the first reservation's round trip. The two SELECTs give no row for a key that
+# is unknown, revoked or expired, and then nothing is written.
+LOCK_WINDOWS_OF_KEY = f"""
+INSERT INTO spend_windows (account_id, "window", start, spent)
+SELECT k.account_id, 'daily', :day_start, 0 FROM api_keys k WHERE {_LIVE_KEY}
+UNION ALL
+SELECT k.account_id, 'monthly', :month_start, 0 FROM api_keys k WHERE {_LIVE_KEY}
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+RETURNING "window", spent
+"""  # noqa: S608 - interpolates this module's own text only
+
 # The guard repeats the caps the batch checked: the database itself never lets a cap pass.
 ADD_SPEND = """
 UPDATE spend_windows SET spent = spent + :amount

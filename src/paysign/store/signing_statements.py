@@ -14,7 +14,7 @@ from paysign.store import signing_sql as sql
 from paysign.store.pending_queue import PendingStatements
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRecord
-from paysign.store.signing_batch import SpendTotal
+from paysign.store.signing_batch import FirstReads, ReadAhead, SpendTotal
 
 
 def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
@@ -29,6 +29,13 @@ def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
         sealed_wallet_key=bytes(row[5]),
         policy=settings_from_values(row[6:13]),
     )
+
+
+def holder_with_grants(rows: Sequence[Sequence[Any]]) -> tuple[KeyHolder | None, list[Grant]]:
+    if not rows:
+        return None, []
+    grants = [Grant(kind, Rule(host, path)) for *_, kind, host, path in rows if kind]
+    return _holder(rows[0]), grants
 
 
 #: A record's values in ``SIGNATURE_COLUMNS`` order: the one plain tuple per signature that
@@ -74,17 +81,19 @@ class SqlStatements(PendingStatements):
         self._cur.execute(self._sql(sql.KEY_HOLDER), {"key_hash": key_hash, "now": now})
         return _holder(self._cur.fetchone())
 
-    def key_holder_with_grants(
-        self, key_hash: bytes, now: int, hosts: Sequence[str]
-    ) -> tuple[KeyHolder | None, list[Grant]]:
+    def first_reads(self, key_hash: bytes, now: int, ahead: ReadAhead) -> FirstReads:
+        """Here without the windows: in process, the first reservation's own upsert costs
+        less than locking them up front."""
+        self._send_holder_with_grants(self._cur, key_hash, now, ahead.hosts)
+        holder, grants = holder_with_grants(self._cur.fetchall())
+        return holder, grants, None
+
+    def _send_holder_with_grants(
+        self, cur: Any, key_hash: bytes, now: int, hosts: Sequence[str]
+    ) -> None:
         names = {f"h{i}": host for i, host in enumerate(hosts)}
         statement = self._sql(sql.key_holder_with_grants_sql(len(hosts)))
-        self._cur.execute(statement, {"key_hash": key_hash, "now": now, **names})
-        rows = self._cur.fetchall()
-        if not rows:
-            return None, []
-        grants = [Grant(kind, Rule(host, path)) for *_, kind, host, path in rows if kind]
-        return _holder(rows[0]), grants
+        cur.execute(statement, {"key_hash": key_hash, "now": now, **names})
 
     def account_holder(self, account_id: str) -> KeyHolder | None:
         self._cur.execute(self._sql(sql.ACCOUNT_HOLDER), {"account_id": account_id})

@@ -29,7 +29,7 @@ from paysign.store.database import Database
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
-from paysign.store.signing_batch import CapHit
+from paysign.store.signing_batch import CapHit, ReadAhead
 from paysign.store.signing_postgres import SIGNING_CONNECTIONS, PostgresSigningStore
 from paysign.store.signing_sqlite import SqliteSigningStore
 
@@ -38,9 +38,11 @@ class SigningTransaction(Protocol):
     """What a signing request asks of the store, inside a database transaction that the
     requests of one batch share (``signing_batch.BatchTransaction``)."""
 
-    def key_holder(self, key_hash: bytes, now: int, hosts: Sequence[str] = ()) -> KeyHolder | None:
-        """``hosts``: a hint, the hosts ``grants`` will be asked about next (a store may read
-        those rules in the same round trip)."""
+    def key_holder(
+        self, key_hash: bytes, now: int, ahead: ReadAhead | None = None
+    ) -> KeyHolder | None:
+        """``ahead``: a hint, what the request asks next (the rules on some hosts, a
+        reservation), for a store to read with the holder in the same round trip."""
         ...
 
     def account_holder(self, account_id: str) -> KeyHolder | None: ...
