@@ -215,6 +215,11 @@ def signature_body(
 @pytest.fixture
 def account(runtime: Runtime) -> dict[str, str]:
     """A fresh account with an active API key."""
+    return new_account(runtime)
+
+
+def new_account(runtime: Runtime) -> dict[str, str]:
+    """An account with an active API key that may pay ``api.example.com``."""
     from paysign.services import accounts, keys, policy
 
     email = f"agent-{secrets.token_hex(4)}@example.com"

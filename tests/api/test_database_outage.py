@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import socket
 import threading
 import time
@@ -28,13 +27,13 @@ from conftest import (
     LiveServer,
     free_port,
     make_database_url,
+    new_account,
     signature_body,
 )
 from paysign.app import create_app
 from paysign.bootstrap import Runtime, asset_registry
 from paysign.config import Settings
 from paysign.custody import EnvelopeVault
-from paysign.services import accounts, keys, policy
 from paysign.store.database import Database
 from paysign.store.migrate import migrate
 
@@ -97,19 +96,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def new_account(runtime: Runtime) -> str:
-    """A fresh account's API key."""
-    email = f"agent-{secrets.token_hex(4)}@example.com"
-    accounts.create_account(
-        runtime.db, runtime.vault, runtime.clock, email=email, password="correct horse battery"
-    )
-    issued = keys.issue_key(runtime.db, runtime.clock, email=email, expires_in_days=30)
-    policy.decide_seller(
-        runtime.db, runtime.clock, email=email, seller="api.example.com", kind="allow"
-    )
-    return issued.api_key
-
-
 def make_runtime(tmp_path: Path, url: str) -> Runtime:
     settings = Settings(data_dir=tmp_path / "var", database_url=url)
     db = Database(url)
@@ -166,7 +152,7 @@ def relayed_runtime(tmp_path: Path, relay: Relay) -> Iterator[Runtime]:
 
 def test_postgres_outage_is_503_then_recovers(relayed_runtime: Runtime, relay: Relay) -> None:
     runtime = relayed_runtime
-    api_key = new_account(runtime)
+    api_key = new_account(runtime)["api_key"]
     auth = {"Authorization": f"Bearer {api_key}"}
     body = signature_body()
     with (
@@ -245,7 +231,7 @@ def test_sqlite_disk_full_is_503_and_records_nothing(tmp_path: Path) -> None:
     url = next(make_database_url("sqlite", tmp_path))
     runtime = make_runtime(tmp_path, url)
     migrate(runtime.db)
-    api_key = new_account(runtime)
+    api_key = new_account(runtime)["api_key"]
     auth = {"Authorization": f"Bearer {api_key}"}
     app = create_app(runtime)
     signing_connection: Any = app.state.connector.deps.store._conn

@@ -24,12 +24,18 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from conftest import POSTGRES_URL, TEST_MASTER_KEY, FrozenClock, free_port, signature_body
+from conftest import (
+    POSTGRES_URL,
+    TEST_MASTER_KEY,
+    FrozenClock,
+    free_port,
+    new_account,
+    signature_body,
+)
 from paysign.bootstrap import Runtime, asset_registry
 from paysign.config import Settings
 from paysign.custody import EnvelopeVault
 from paysign.errors import PaysignError
-from paysign.services import accounts, keys, policy
 from paysign.services.job_leases import JobLease, lease_holder
 from paysign.services.signing import SigningDeps, by_api_key, sign_payment_for
 from paysign.store.database import Database, normalise_url
@@ -110,18 +116,6 @@ def _runtime(url: str, tmp_path: Path, *, pooler: bool) -> Runtime:
     )
 
 
-def _account(runtime: Runtime) -> tuple[str, str]:
-    email = f"pooled-{secrets.token_hex(4)}@example.com"
-    created = accounts.create_account(
-        runtime.db, runtime.vault, runtime.clock, email=email, password="correct horse battery"
-    )
-    issued = keys.issue_key(runtime.db, runtime.clock, email=email, expires_in_days=30)
-    policy.decide_seller(
-        runtime.db, runtime.clock, email=email, seller="api.example.com", kind="allow"
-    )
-    return created.account_id, issued.api_key
-
-
 def _pay_concurrently(runtime: Runtime, api_key: str) -> list[object]:
     """PAYMENTS live payments from 16 threads, each through the signing store's own pool and
     the engine's (the catalog's tier lookups): what the requests of a busy server do."""
@@ -157,7 +151,8 @@ def _spent(runtime: Runtime, account_id: str) -> tuple[int, dict[str, int]]:
 def test_payments_sign_and_count_exactly_behind_pgbouncer(pgbouncer: str, tmp_path: Path) -> None:
     runtime = _runtime(pgbouncer, tmp_path, pooler=True)
     try:
-        account_id, api_key = _account(runtime)
+        created = new_account(runtime)
+        account_id, api_key = created["account_id"], created["api_key"]
         answers = _pay_concurrently(runtime, api_key)
         failures = [a for a in answers if isinstance(a, Exception)]
         assert failures == []
@@ -172,7 +167,7 @@ def test_without_the_setting_prepared_statements_collide_on_shared_connections(
 ) -> None:
     runtime = _runtime(pgbouncer, tmp_path, pooler=False)
     try:
-        _, api_key = _account(runtime)
+        api_key = new_account(runtime)["api_key"]
         answers = _pay_concurrently(runtime, api_key)
         failures = [a for a in answers if isinstance(a, Exception)]
         assert failures, "every payment signed: this test no longer tells the setting's effect"
