@@ -60,7 +60,7 @@ def test_signatures_are_read_back_as_they_were_written(runtime, signing_store, a
     alone, *batch = [record(account_id, n) for n in range(5)]
     with signing_store.transaction() as tx:  # one row: a plain INSERT
         tx.insert_signature(alone)
-    with signing_store.transaction() as tx:  # several: one executemany
+    with signing_store.transaction() as tx:  # several: executemany, or COPY on PostgreSQL
         for each in batch:
             tx.insert_signature(each)
     with runtime.db.read() as conn:

@@ -2,21 +2,24 @@
 own, each transaction one pipeline (psycopg's pipeline mode).
 
 Time on PostgreSQL goes to round trips, not to the statements: each is a wait for the server
-and, under load, for the GIL and a core when the answer arrives (a batch's thread waited five
+and, under load, for the GIL and a core when the answer arrives (a batch's thread waited four
 times as long as it ran). In a pipeline, a statement whose result is not needed yet is sent
 with the next one that is: BEGIN with the first read, and every write of the batch with the
-COMMIT. A request alone takes three round trips (holder and rules; the reservation; writes and
-commit), and so does a batch of any size.
+COMMIT. A request alone takes two round trips (its holder, rules and spend windows; the writes
+and the commit). From ``COPY_FROM_ROWS`` signatures a batch sends them by ``COPY`` after the
+pipeline instead (COPY cannot run in one): two more round trips, but a third of the CPU per
+row, and under load the CPU is what runs out (side by side, 32 clients: +6% req/s).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from functools import lru_cache
+from typing import Any
 
 import psycopg
 from psycopg.errors import DivisionByZero
@@ -26,6 +29,7 @@ from paysign.metrics import observe_pool_wait, pool_timed_out
 from paysign.store import signing_sql as sql
 from paysign.store.database import Database, PgConnection
 from paysign.store.pending_queue import PostgresPendingStatements
+from paysign.store.repositories import SignatureRecord
 from paysign.store.signing_batch import (
     BatchTransaction,
     FirstReads,
@@ -33,7 +37,12 @@ from paysign.store.signing_batch import (
     ReservationLost,
     SpendTotal,
 )
-from paysign.store.signing_statements import SqlStatements, holder_with_grants, spend_params
+from paysign.store.signing_statements import (
+    SqlStatements,
+    holder_with_grants,
+    signature_row,
+    spend_params,
+)
 
 #: PostgreSQL connections per process, and as many threads to use them: a request never waits
 #: for a connection while holding a thread, and no more threads than connections contend for
@@ -41,9 +50,17 @@ from paysign.store.signing_statements import SqlStatements, holder_with_grants, 
 SIGNING_CONNECTIONS = 8
 
 
+#: From this many signatures in a batch, they go by ``COPY``.
+COPY_FROM_ROWS = 4
+
+
 class PostgresStatements(PostgresPendingStatements, SqlStatements):
     """The statements for a cursor in pipeline mode: nothing waits for a result it does not
     read."""
+
+    def __init__(self, cursor: Any, sql: Callable[[str], str]) -> None:
+        super().__init__(cursor, sql)
+        self.to_copy: list[SignatureRecord] = []
 
     def first_reads(self, key_hash: bytes, now: int, ahead: ReadAhead) -> FirstReads:
         """The holder with their rules and, for a live payment, their two spend windows
@@ -62,6 +79,20 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
         if holder is None or len(spent) != 2:
             return holder, grants, None
         return holder, grants, (spent["daily"], spent["monthly"])
+
+    def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
+        """A few by ``executemany`` in the pipeline; more are kept for ``COPY`` after it
+        (``copy_signatures``), at a third of the CPU per row."""
+        if len(records) < COPY_FROM_ROWS:
+            super().insert_signatures(records)
+        else:
+            self.to_copy = list(records)
+
+    def copy_signatures(self) -> None:
+        with self._cur.copy(sql.COPY_SIGNATURES) as copy:
+            for record in self.to_copy:
+                copy.write_row(signature_row(record))
+        self.to_copy = []
 
     def add_spend(self, total: SpendTotal) -> bool:
         """Always ``True``: a total the guard refuses fails the transaction instead (see
@@ -109,12 +140,18 @@ class PostgresSigningStore:
             # The connections are in autocommit mode and the transaction is spelled out, so
             # that BEGIN goes with the first read and COMMIT with the writes: the pipeline's
             # end sends them and waits once (psycopg's commit() would wait, then the end again).
-            with conn.pipeline(), conn.cursor() as cur:
-                cur.execute("BEGIN")
-                tx = BatchTransaction(PostgresStatements(cur, psycopg_style))
-                yield tx
-                tx.flush()
-                cur.execute("COMMIT")
+            with conn.cursor() as cur:
+                statements = PostgresStatements(cur, psycopg_style)
+                with conn.pipeline():
+                    cur.execute("BEGIN")
+                    tx = BatchTransaction(statements)
+                    yield tx
+                    tx.flush()
+                    if not statements.to_copy:
+                        cur.execute("COMMIT")
+                if statements.to_copy:
+                    statements.copy_signatures()
+                    cur.execute("COMMIT")
         except BaseException as exc:
             _roll_back(conn)
             if isinstance(exc, DivisionByZero):

@@ -103,6 +103,8 @@ INSERT_SIGNATURE = (
     f"VALUES ({', '.join('?' for _ in SIGNATURE_COLUMNS)})"
 )
 
+COPY_SIGNATURES = f"COPY signatures ({_SIGNATURE_COLUMN_LIST}) FROM STDIN"
+
 TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
 
 INSERT_REFUSAL = """
