@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import coincurve
 import pytest
+import sqlalchemy as sa
 
 from conftest import signature_body
 from paysign.custody.child_signer import ChildSigner
@@ -331,3 +332,21 @@ def test_a_signer_process_signs_committed_batches_for_their_wallet(deps, account
         account["wallet"]
     }
     assert all(signed_payment(p).header for p in payments)
+
+
+def test_a_batch_runs_its_requests_in_their_payers_order(deps, runtime, account) -> None:
+    """Each payment locks its account's spend windows when it runs: in payer order, every
+    process locks accounts in one order, and two batches never wait for each other in a
+    cycle. The order is the payer's, not arrival's; each request still gets its own answer."""
+    from conftest import new_account
+
+    other = new_account(runtime)
+    first, second = sorted([account, other], key=lambda a: by_api_key(a["api_key"]).lock_order)
+    payers = [second, first] * 4
+    works = [work_for(deps, payer, amount=1_000 + n) for n, payer in enumerate(payers)]
+    outcomes = signing_committer(deps).run_batch(works)  # one transaction
+    assert [o.terms.amount for o in outcomes] == [1_000 + n for n in range(8)]
+    query = "SELECT account_id FROM signatures WHERE amount BETWEEN 1000 AND 1007 ORDER BY id"
+    with runtime.db.read() as conn:
+        rows = conn.execute(sa.text(query)).scalars().all()
+    assert rows == [first["account_id"]] * 4 + [second["account_id"]] * 4

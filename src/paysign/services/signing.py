@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol
 
 from paysign.errors import (
     InvalidPaymentTerms,
@@ -62,19 +63,53 @@ from paysign.store.signing_store import SigningTransaction
 
 # --- who pays ---
 
-#: Finds who pays, inside the signing transaction: by API key, or by account (OAuth). Given
-#: what the request reads next, for a store to read it at the same time.
-HolderLoader = Callable[[SigningTransaction, int, ReadAhead], repo.KeyHolder | None]
+
+class HolderLoader(Protocol):
+    """Finds who pays, inside the signing transaction: by API key, or by account (OAuth).
+    Given what the request reads next, for a store to read it at the same time."""
+
+    @property
+    def lock_order(self) -> bytes:
+        """Where the request goes in its batch (``GroupCommitter``'s ``lock_order``): the
+        same payer sorts the same in every process."""
+        ...
+
+    def __call__(
+        self, tx: SigningTransaction, now: int, ahead: ReadAhead
+    ) -> repo.KeyHolder | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _ByApiKey:
+    key_hash: bytes
+
+    @property
+    def lock_order(self) -> bytes:
+        return b"k" + self.key_hash
+
+    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
+        return tx.key_holder(self.key_hash, now, ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class _ByAccount:
+    account_id: str
+
+    @property
+    def lock_order(self) -> bytes:
+        return b"a" + self.account_id.encode()
+
+    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
+        return tx.account_holder(self.account_id)
 
 
 def by_api_key(api_key: str) -> HolderLoader:
-    key_hash = hash_api_key(api_key)
-    return lambda tx, now, ahead: tx.key_holder(key_hash, now, ahead)
+    return _ByApiKey(hash_api_key(api_key))
 
 
 def by_account(account_id: str) -> HolderLoader:
     """For a credential already checked elsewhere (an OAuth access token)."""
-    return lambda tx, now, ahead: tx.account_holder(account_id)
+    return _ByAccount(account_id)
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
@@ -310,21 +345,36 @@ def sign_payment_for(
     return _answered(outcome, sandbox=sandbox)
 
 
-#: A request's part inside a shared transaction.
-SigningWork = Callable[[SigningContext], SigningOutcome]
+class SigningWork:
+    """A request's part inside a shared transaction."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: SigningRequest) -> None:
+        self.request = request
+
+    def __call__(self, context: SigningContext) -> SigningOutcome:
+        return decide_and_record(self.request, context)
 
 
 def signing_work(
     deps: SigningDeps, load_holder: HolderLoader, body: object, *, sandbox: bool
 ) -> SigningWork:
-    return partial(decide_and_record, signing_request(deps, load_holder, body, sandbox=sandbox))
+    return SigningWork(signing_request(deps, load_holder, body, sandbox=sandbox))
+
+
+def _lock_order(work: Callable[[SigningContext], SigningOutcome]) -> bytes:
+    return work.request.load_holder.lock_order if isinstance(work, SigningWork) else b""
 
 
 def signing_committer(
     deps: SigningDeps, completion: Completion | None = None
 ) -> GroupCommitter[SigningContext, SigningOutcome]:
-    """Group commit over ``deps.store``, each transaction with its ``SigningContext``."""
-    return GroupCommitter(deps.store, partial(SigningContext, deps), completion=completion)
+    """Group commit over ``deps.store``, each transaction with its ``SigningContext``; a
+    batch's requests run in their payers' order (``HolderLoader.lock_order``)."""
+    return GroupCommitter(
+        deps.store, partial(SigningContext, deps), completion=completion, lock_order=_lock_order
+    )
 
 
 class SigningQueue:
