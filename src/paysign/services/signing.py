@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
 
 from paysign.errors import (
     InvalidPaymentTerms,
@@ -53,6 +52,7 @@ from paysign.protocol import (
 )
 from paysign.protocol.terms import resource_urls
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
+from paysign.services.payers import HolderLoader, by_account, by_api_key
 from paysign.services.refusals import cap_refusal, policy_refusal, queue_pending
 from paysign.services.signing_context import SigningContext, SigningDeps, time_ordered_nonce
 from paysign.store import policy_repo
@@ -61,55 +61,7 @@ from paysign.store.group_commit import Completion, GroupCommitter
 from paysign.store.signing_batch import ReadAhead
 from paysign.store.signing_store import SigningTransaction
 
-# --- who pays ---
-
-
-class HolderLoader(Protocol):
-    """Finds who pays, inside the signing transaction: by API key, or by account (OAuth).
-    Given what the request reads next, for a store to read it at the same time."""
-
-    @property
-    def lock_order(self) -> bytes:
-        """Where the request goes in its batch (``GroupCommitter``'s ``lock_order``): the
-        same payer sorts the same in every process."""
-        ...
-
-    def __call__(
-        self, tx: SigningTransaction, now: int, ahead: ReadAhead
-    ) -> repo.KeyHolder | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _ByApiKey:
-    key_hash: bytes
-
-    @property
-    def lock_order(self) -> bytes:
-        return b"k" + self.key_hash
-
-    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
-        return tx.key_holder(self.key_hash, now, ahead)
-
-
-@dataclass(frozen=True, slots=True)
-class _ByAccount:
-    account_id: str
-
-    @property
-    def lock_order(self) -> bytes:
-        return b"a" + self.account_id.encode()
-
-    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
-        return tx.account_holder(self.account_id)
-
-
-def by_api_key(api_key: str) -> HolderLoader:
-    return _ByApiKey(hash_api_key(api_key))
-
-
-def by_account(account_id: str) -> HolderLoader:
-    """For a credential already checked elsewhere (an OAuth access token)."""
-    return _ByAccount(account_id)
+# --- who pays (the loaders are in services/payers.py) ---
 
 
 def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:

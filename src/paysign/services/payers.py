@@ -1,0 +1,60 @@
+"""Who pays for a signing request, found inside its transaction: by API key, or by account
+(an OAuth access token checked elsewhere)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from paysign.services.keys import hash_api_key
+from paysign.store import repositories as repo
+from paysign.store.signing_batch import ReadAhead
+from paysign.store.signing_store import SigningTransaction
+
+
+class HolderLoader(Protocol):
+    """Finds who pays, inside the signing transaction: by API key, or by account (OAuth).
+    Given what the request reads next, for a store to read it at the same time."""
+
+    @property
+    def lock_order(self) -> bytes:
+        """Where the request goes in its batch (``GroupCommitter``'s ``lock_order``): the
+        same payer sorts the same in every process."""
+        ...
+
+    def __call__(
+        self, tx: SigningTransaction, now: int, ahead: ReadAhead
+    ) -> repo.KeyHolder | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _ByApiKey:
+    key_hash: bytes
+
+    @property
+    def lock_order(self) -> bytes:
+        return b"k" + self.key_hash
+
+    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
+        return tx.key_holder(self.key_hash, now, ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class _ByAccount:
+    account_id: str
+
+    @property
+    def lock_order(self) -> bytes:
+        return b"a" + self.account_id.encode()
+
+    def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
+        return tx.account_holder(self.account_id)
+
+
+def by_api_key(api_key: str) -> HolderLoader:
+    return _ByApiKey(hash_api_key(api_key))
+
+
+def by_account(account_id: str) -> HolderLoader:
+    """For a credential already checked elsewhere (an OAuth access token)."""
+    return _ByAccount(account_id)
