@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--response-bytes", type=int, default=1400)
     args = parser.parse_args()
-    # The same uvicorn.run arguments as `paysign serve` (src/paysign/cli.py).
+    # The same uvicorn arguments as `paysign serve` (src/paysign/serving/process.py).
     uvicorn.run(
         make_app(args.response_bytes),
         host=args.host,

@@ -275,21 +275,26 @@ def ok_json(result: subprocess.CompletedProcess[str]) -> dict:
 class ServeProcess:
     """``paysign serve`` as a child process; its log is checked for secrets on exit."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], *args: str, port: int | None = None, start_within: float = 30
+    ) -> None:
+        """``args``: more ``serve`` options (``--workers 2``)."""
         self.env = env
-        self.port = free_port()
+        self.args = args
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.start_within = start_within
 
     def __enter__(self) -> str:
         # A file, not a pipe: a busy server must never block on a full pipe buffer.
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [PAYSIGN, "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [PAYSIGN, "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.args],
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.start_within
         while True:
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:

@@ -7,45 +7,15 @@ import os
 import signal
 from pathlib import Path
 
-from conftest import ServeProcess, free_port
+from conftest import ServeProcess
 
 
 class Serve(ServeProcess):
-    """``paysign serve ARGS``; ``stop(sig)`` returns its exit status."""
+    """``paysign serve ARGS``, given a minute to start (a supervisor starts its workers);
+    ``stop(sig)`` returns its exit status."""
 
     def __init__(self, env: dict[str, str], *args: str, port: int | None = None) -> None:
-        super().__init__(env)
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.args = args
-
-    def __enter__(self) -> str:
-        import subprocess
-        import tempfile
-        import time
-
-        import httpx
-
-        from conftest import PAYSIGN
-
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [PAYSIGN, "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.args],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self.url
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                raise RuntimeError(f"server did not start: {self.output().decode()[-2000:]}")
-            time.sleep(0.1)
+        super().__init__(env, *args, port=port, start_within=60)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         self.proc.send_signal(sig)

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paysign.http.problems import internal_error_response
 from paysign.logging import REQUEST_EVENT
+from paysign.services.availability import database_unavailable
 
 log = structlog.get_logger("paysign.http")
 
@@ -45,10 +46,20 @@ class RequestLogMiddleware:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
-            log.exception("unhandled_error", request_id=request_id, path=scope.get("path"))
+        except Exception as exc:
+            if database_unavailable(exc):  # answered 503: a condition, not a bug
+                log.warning(
+                    "database_unavailable",
+                    request_id=request_id,
+                    path=scope.get("path"),
+                    error_type=type(exc).__name__,
+                    error=str(exc),
+                )
+            else:
+                log.exception("unhandled_error", request_id=request_id, path=scope.get("path"))
             if not status["sent"]:
-                await internal_error_response(self.problem_base)(scope, receive, send_with_id)
+                response = internal_error_response(self.problem_base, exc)
+                await response(scope, receive, send_with_id)
         finally:
             log.info(
                 REQUEST_EVENT,

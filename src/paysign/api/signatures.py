@@ -13,7 +13,6 @@ from time import perf_counter
 from typing import Any
 
 import orjson
-import structlog
 from starlette.types import Receive, Scope, Send
 
 from paysign.errors import (
@@ -24,18 +23,14 @@ from paysign.errors import (
     UnsupportedMediaType,
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
-from paysign.http.problems import UNAVAILABLE_RETRY_AFTER_SECONDS, problem_body, unavailable_problem
+from paysign.http.problems import problem_body
 from paysign.metrics import observe_signing, signing_refused
 from paysign.protocol import SignedPayment
-from paysign.services.availability import database_unavailable
 from paysign.services.keys import bearer_token, looks_like_api_key
 from paysign.services.signing import Completion, SigningDeps, SigningQueue, authenticate, by_api_key
 
-log = structlog.get_logger("paysign.http")
-
 _JSON = b"application/json"
 _PROBLEM_JSON = b"application/problem+json"
-_RETRY_AFTER = [(b"retry-after", str(UNAVAILABLE_RETRY_AFTER_SECONDS).encode())]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -145,12 +140,5 @@ class SignatureEndpoint:
             await respond(send, status, problem, _PROBLEM_JSON)
             if status < 500:
                 signing_refused(exc.slug)
-            return
-        except Exception as exc:
-            if not database_unavailable(exc):
-                raise  # the request log middleware answers 500 and logs it
-            log.warning("database_unavailable", error_type=type(exc).__name__, error=str(exc))
-            status, problem = unavailable_problem(self.problem_base)
-            await respond(send, status, problem, _PROBLEM_JSON, _RETRY_AFTER)
             return
         await respond(send, 200, render(signed), _JSON)
