@@ -152,7 +152,7 @@ def summarise_profile(raw: Path, top: int, possible: int) -> str:
         "| % of GIL samples | paysign function (file) |",
         "|---:|---|",
     ]
-    skip = ("paysign/cli.py", "`<module>`")
+    skip = ("paysign/cli/", "`<module>`")
     mine = [(k, n) for k, n in ours.most_common() if not any(x in k for x in skip)]
     out += [f"| {pct(n)} | {k} |" for k, n in mine[:top]]
     out += ["", "Leaf (self) hotspots:", "", "| % of GIL samples | function (file) |", "|---:|---|"]
