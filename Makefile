@@ -47,7 +47,13 @@ PGBOUNCER := /usr/sbin/pgbouncer
 $(PGBOUNCER):
 	$(APT_INSTALL) pgbouncer || (apt-get update && $(APT_INSTALL) pgbouncer)
 
-test: install lint typecheck contracts-check $(CHROMIUM) $(PGBOUNCER)
+# SoftHSM, the PKCS#11 token the tests keep a master key in (Debian's package).
+SOFTHSM := /usr/bin/softhsm2-util
+
+$(SOFTHSM):
+	$(APT_INSTALL) softhsm2 || (apt-get update && $(APT_INSTALL) softhsm2)
+
+test: install lint typecheck contracts-check $(CHROMIUM) $(PGBOUNCER) $(SOFTHSM)
 	@bash scripts/ensure-postgres
 	$(BIN)/pytest $(PYTEST_ARGS)
 

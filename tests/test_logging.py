@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import httpx
 import orjson
 
+from conftest import free_port, paysign
 from paysign.logging import LoopTurnWriter
+from serving_support import Serve
 
 API_KEY = "psk_" + "L" * 43
 BODY_SECRET = "0x" + "5e" * 32
@@ -149,3 +155,25 @@ def test_an_embedded_app_logs_errors_without_the_frames_locals() -> None:
     line = orjson.loads(ran.stderr.strip().splitlines()[-1])
     assert line["event"] == "unhandled_error" and "ValueError: boom" in line["exception"]
     assert "psk_" not in ran.stderr and "L" * 43 not in ran.stderr
+
+
+def test_serve_writes_request_lines_at_info_and_none_at_warning(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+    env["PAYSIGN_DATA_DIR"] = str(tmp_path / "var")
+    for level, logged in (("INFO", True), ("warning", False)):
+        server = Serve({**env, "PAYSIGN_LOG_LEVEL": level})
+        with server as url:
+            assert httpx.get(f"{url}/catalog").status_code == 200
+            assert server.stop(signal.SIGTERM) == 0
+            output = server.output()
+        requests = [line for line in output.splitlines() if b'"event":"request"' in line]
+        assert bool(requests) is logged, output[-2000:]
+
+
+def test_an_unknown_log_level_stops_serve_before_it_starts(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+    env["PAYSIGN_DATA_DIR"] = str(tmp_path / "var")
+    ran = paysign({**env, "PAYSIGN_LOG_LEVEL": "verbose"}, "serve", "--port", str(free_port()))
+    assert ran.returncode == 1
+    assert ran.stderr.startswith("error: PAYSIGN_LOG_LEVEL: must be one of debug, info, warning")
+    assert "Traceback" not in ran.stderr and not (tmp_path / "var").exists()

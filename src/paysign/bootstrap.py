@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
 
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock, SystemClock
 from paysign.config import Settings
-from paysign.custody import KeyVault, vault_from_settings
+from paysign.custody import KeyVault
 from paysign.datadir import secure_data_dir
+from paysign.errors import SchemaFromNewerVersion
 from paysign.protocol import AssetRegistry
+from paysign.services.key_custody import open_vault
+from paysign.services.migrations import migration_status, refuse_newer
 from paysign.store.database import Database
 from paysign.store.migrate import migrate
 
@@ -44,16 +50,46 @@ def prepare_data_dir(settings: Settings) -> None:
         secure_data_dir(settings.data_dir)
 
 
-def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
-    """Open the database (migrating it to the newest schema) and the key vault."""
+def open_database(settings: Settings, *, migrated: bool = True) -> Database:
+    """The configured database (created when it is a SQLite file not there yet), migrated to
+    the newest schema unless ``migrated`` is False."""
     prepare_data_dir(settings)
     db = Database(
         settings.resolved_database_url,
         pool_size=settings.database_pool_size,
         server_prepared_statements=not settings.database_transaction_pooler,
     )
-    migrate(db)
-    vault = vault_from_settings(settings)
+    if migrated:
+        try:
+            # A schema a newer paysign wrote is not this version's to touch: said plainly.
+            refuse_newer(migration_status(db))
+        except SchemaFromNewerVersion:
+            db.dispose()
+            raise
+        migrate(db)
+    return db
+
+
+def existing_database(settings: Settings) -> Database | None:
+    """The configured database as it is, neither created nor migrated: None when it is a
+    SQLite file that does not exist yet."""
+    url = settings.resolved_database_url
+    if sa.engine.make_url(url).get_backend_name() == "sqlite":
+        name = sa.engine.make_url(url).database
+        if name and name != ":memory:" and not Path(name).exists():
+            return None
+    return Database(
+        url,
+        pool_size=1,
+        server_prepared_statements=not settings.database_transaction_pooler,
+    )
+
+
+def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
+    """Open the database (migrating it to the newest schema) and the key vault."""
+    db = open_database(settings)
+    # Fails closed (InvalidMasterKey, saying what to do) unless the key opens what is stored.
+    vault = open_vault(settings, db)
     return Runtime(
         settings,
         db,

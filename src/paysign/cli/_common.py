@@ -12,6 +12,7 @@ import orjson
 
 from paysign.bootstrap import Runtime, build_runtime
 from paysign.config import Settings
+from paysign.custody import InvalidMasterKey
 from paysign.datadir import DataDirExposed
 from paysign.errors import InvalidCatalog, InvalidPolicy, PaysignError
 from paysign.logging import configure_logging
@@ -44,7 +45,7 @@ def built(settings: Settings) -> Runtime:
     configure_logging("warning")
     try:
         return build_runtime(settings)
-    except DataDirExposed as exc:
+    except (DataDirExposed, InvalidMasterKey) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
 

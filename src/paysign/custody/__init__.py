@@ -8,13 +8,14 @@
     True
 
 At start-up: ``vault = vault_from_settings(settings)`` (see ``master_key`` for where keys live
-and how to rotate them).
+and how to rotate them; ``pkcs11_kek`` for a master key kept in an HSM).
 """
 
 from paysign.custody.master_key import (
     MASTER_KEY_FILENAME,
     InvalidMasterKey,
     MasterKeyFileExposed,
+    MasterKeyMissing,
     load_master_key,
     previous_master_keys,
     vault_from_settings,
@@ -36,6 +37,7 @@ __all__ = [
     "InvalidMasterKey",
     "KeyVault",
     "MasterKeyFileExposed",
+    "MasterKeyMissing",
     "SealedSecret",
     "SecretUnreadable",
     "generate_wallet_key",

@@ -10,8 +10,9 @@ creates it (mode 0600; ``data_dir`` 0700 if new), and processes starting togethe
 key. A file other users can read or write is refused.
 
 Rotation: set ``PAYSIGN_MASTER_KEY`` to a new key and ``PAYSIGN_PREVIOUS_MASTER_KEYS`` to the old
-one(s), comma-separated; re-wrap every sealed secret with ``EnvelopeVault.rewrap``; then drop the
-old keys.
+one(s), comma-separated; restart the service; run ``paysign admin rotate-master-key`` (which
+re-wraps every sealed secret with ``EnvelopeVault.rewrap``); then drop the old keys and restart
+(docs/deploy.md, "Master-key rotation").
 
     >>> from paysign.config import Settings
     >>> key = load_master_key(Settings(master_key="A" * 43))
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Final
 
 from paysign.config import Settings
-from paysign.custody.vault import KEY_BYTES, EnvelopeVault
+from paysign.custody.vault import KEY_BYTES, EnvelopeVault, ExternalKek
 
 MASTER_KEY_FILENAME: Final = "master.key"
 
@@ -51,14 +52,27 @@ class MasterKeyFileExposed(InvalidMasterKey):
     """The master key file can be read or written by users other than its owner."""
 
 
-def load_master_key(settings: Settings) -> bytes:
-    """The 32-byte KEK: from ``settings.master_key``, else from (or newly into) the key file."""
+class MasterKeyMissing(InvalidMasterKey):
+    """No master key is configured and none may be created: secrets sealed under one exist."""
+
+
+def load_master_key(settings: Settings, *, create: bool = True) -> bytes:
+    """The 32-byte KEK: from ``settings.master_key``, else from the key file, which is created
+    with a new key when it is missing and ``create`` allows (never over existing secrets: a
+    new key would open none of them)."""
     if settings.master_key is not None:
         return _decode_key(settings.master_key, source="PAYSIGN_MASTER_KEY")
     path = settings.data_dir / MASTER_KEY_FILENAME
     try:
         return _read_key_file(path)
     except FileNotFoundError:
+        if not create:
+            raise MasterKeyMissing(
+                f"PAYSIGN_MASTER_KEY is unset and {path} does not exist, but the database holds "
+                "secrets sealed under a master key. Put that key back (restore master.key from "
+                "where you keep it apart from the backups, mode 0600, or set "
+                "PAYSIGN_MASTER_KEY); a new key would open none of the wallets."
+            ) from None
         _create_key_file(path)
     return _read_key_file(path)
 
@@ -79,9 +93,35 @@ def previous_master_keys(settings: Settings) -> list[bytes]:
     ]
 
 
-def vault_from_settings(settings: Settings) -> EnvelopeVault:
-    """The vault a running service uses: current master key plus any previous ones."""
-    return EnvelopeVault(load_master_key(settings), previous=previous_master_keys(settings))
+def vault_from_settings(settings: Settings, *, create: bool = True) -> EnvelopeVault:
+    """The vault a running service uses: current master key plus any previous ones.
+    ``create``: as for :func:`load_master_key`. With ``PAYSIGN_MASTER_KEY_PKCS11`` the current
+    key is the token's, and no key file is read or made."""
+    previous: list[bytes | ExternalKek] = list(previous_master_keys(settings))
+    if settings.previous_master_key_pkcs11:
+        previous.append(_token_key(settings.previous_master_key_pkcs11, "PREVIOUS_MASTER_KEY"))
+    if settings.master_key_pkcs11:
+        if settings.master_key is not None:
+            raise InvalidMasterKey(
+                "both PAYSIGN_MASTER_KEY and PAYSIGN_MASTER_KEY_PKCS11 are set: keep the one "
+                "that is current, and list a file key being rotated away from in "
+                "PAYSIGN_PREVIOUS_MASTER_KEYS"
+            )
+        return EnvelopeVault(
+            _token_key(settings.master_key_pkcs11, "MASTER_KEY"), previous=previous
+        )
+    return EnvelopeVault(load_master_key(settings, create=create), previous=previous)
+
+
+def _token_key(text: str, name: str) -> ExternalKek:
+    # Imported here: the PKCS#11 library is loaded only by a deployment that names a token.
+    from paysign.custody.pkcs11_kek import Pkcs11Kek, Pkcs11KeySpec, Pkcs11KeyUnavailable
+
+    source = f"PAYSIGN_{name}_PKCS11"
+    try:
+        return Pkcs11Kek(Pkcs11KeySpec.parse(text))
+    except Pkcs11KeyUnavailable as exc:
+        raise InvalidMasterKey(f"{source}: {exc}") from None
 
 
 def _decode_key(text: str, *, source: str) -> bytes:

@@ -130,6 +130,21 @@ class SealedSecret:
             raise SecretUnreadable("stored key id is not printable ASCII") from None
 
 
+class KekCipher(Protocol):
+    """What wraps and unwraps data keys: ``AESGCM`` over a local key, or a key in an HSM."""
+
+    def encrypt(self, nonce: bytes, data: bytes, associated_data: bytes | None) -> bytes: ...
+
+    def decrypt(self, nonce: bytes, data: bytes, associated_data: bytes | None) -> bytes: ...
+
+
+class ExternalKek(KekCipher, Protocol):
+    """A key-encryption key held elsewhere (a PKCS#11 token), known by a public id."""
+
+    @property
+    def kek_id(self) -> str: ...
+
+
 @runtime_checkable
 class KeyVault(Protocol):
     """Seals and opens secrets; ``context`` (e.g. a wallet id, ``"totp:<account id>"``) is bound
@@ -153,19 +168,32 @@ class EnvelopeVault:
     'e1e4596dc2c2c6a1'
     """
 
-    def __init__(self, kek: bytes, *, previous: Sequence[bytes] = ()) -> None:
-        _require_key_length(kek, "key-encryption key")
-        for index, old in enumerate(previous, start=1):
-            _require_key_length(old, f"previous key-encryption key #{index}")
-        self._kek_id = kek_fingerprint(kek)
+    def __init__(
+        self, kek: bytes | ExternalKek, *, previous: Sequence[bytes | ExternalKek] = ()
+    ) -> None:
+        """``kek`` and each of ``previous``: 32 key bytes, or a key held in an HSM."""
+        current = _cipher_of(kek, "key-encryption key")
         # Built once: every seal/open/rewrap would otherwise pay for AESGCM construction.
-        self._kek_ciphers: dict[str, AESGCM] = {kek_fingerprint(k): AESGCM(k) for k in previous}
-        self._kek_ciphers[self._kek_id] = AESGCM(kek)
+        self._kek_ciphers: dict[str, KekCipher] = dict(
+            _cipher_of(old, f"previous key-encryption key #{index}")
+            for index, old in enumerate(previous, start=1)
+        )
+        self._kek_id = current[0]
+        self._kek_ciphers[self._kek_id] = current[1]
 
     @property
     def kek_id(self) -> str:
         """Fingerprint of the current KEK; a sealed secret with another ``kek_id`` needs rewrap."""
         return self._kek_id
+
+    @property
+    def held_kek_ids(self) -> frozenset[str]:
+        """Fingerprints of every KEK this vault can open with: the current one and the previous.
+
+        >>> sorted(EnvelopeVault(bytes(32), previous=[bytes(range(32))]).held_kek_ids)
+        ['9b92b14d9e503f80', 'e1e4596dc2c2c6a1']
+        """
+        return frozenset(self._kek_ciphers)
 
     def seal(self, context: str, secret: bytes) -> SealedSecret:
         data_key = AESGCM.generate_key(bit_length=KEY_BYTES * 8)
@@ -235,6 +263,13 @@ def generate_wallet_key() -> bytes:
     return (secrets.randbelow(SECP256K1_ORDER - 1) + 1).to_bytes(KEY_BYTES, "big")
 
 
+def _cipher_of(kek: bytes | ExternalKek, what: str) -> tuple[str, KekCipher]:
+    if isinstance(kek, bytes):
+        _require_key_length(kek, what)
+        return kek_fingerprint(kek), AESGCM(kek)
+    return kek.kek_id, kek
+
+
 def _require_key_length(key: bytes, what: str) -> None:
     if len(key) != KEY_BYTES:
         raise ValueError(f"{what} must be {KEY_BYTES} bytes, got {len(key)}")
@@ -249,14 +284,14 @@ def _wrap_aad(kek_id: str, context: str) -> bytes:
     return _WRAP_AAD_LABEL + kek_id.encode("ascii") + b"\x00" + context.encode()
 
 
-def _encrypt(cipher: AESGCM, plaintext: bytes, aad: bytes) -> bytes:
+def _encrypt(cipher: KekCipher, plaintext: bytes, aad: bytes) -> bytes:
     # Random 96-bit nonces: each data key encrypts once, and a KEK wraps far fewer than the
     # ~2**32 messages after which random GCM nonces become a concern.
     nonce = os.urandom(NONCE_BYTES)
     return nonce + cipher.encrypt(nonce, plaintext, aad)
 
 
-def _decrypt(cipher: AESGCM, blob: bytes, aad: bytes, context: str, what: str) -> bytes:
+def _decrypt(cipher: KekCipher, blob: bytes, aad: bytes, context: str, what: str) -> bytes:
     if len(blob) < NONCE_BYTES + TAG_BYTES:
         raise SecretUnreadable(f"{what} is truncated", context=context)
     try:

@@ -20,22 +20,44 @@ from paysign.catalog.listing import Listing, parse_catalog_entries
 from paysign.catalog.match import ListingIndex
 from paysign.clock import Clock
 from paysign.config import Settings
-from paysign.errors import InvalidCatalog
+from paysign.errors import InvalidCatalog, ListingNotFound
 from paysign.policy.decide import Tier
+from paysign.policy.listed_terms import ListedTerms
 from paysign.policy.seller import SellerLocation
+from paysign.protocol.networks import parse_address
 from paysign.store import catalog_repo
 from paysign.store.database import Database
 
 
-def import_catalog(db: Database, clock: Clock, document: object) -> dict[str, int]:
-    """Validate every listing, then upsert them all in one transaction (or none)."""
+def import_catalog(
+    db: Database, clock: Clock, document: object, *, prune: bool = False
+) -> dict[str, Any]:
+    """Validate every listing, then upsert them all in one transaction (or none). ``prune``:
+    the document is the whole catalog, and listings not in it (by id) are removed in the same
+    transaction; the answer then names them."""
     entries = document.get("catalog") if isinstance(document, dict) else document
     if isinstance(document, dict) and "catalog" not in document:
         raise InvalidCatalog("/catalog", "is required (the array of listings)")
     listings = parse_catalog_entries(entries)
+    now = clock.now()
+    removed: list[str] = []
     with db.write() as conn:
-        inserted, updated = catalog_repo.upsert_listings(conn, listings, clock.now())
-    return {"inserted": inserted, "updated": updated}
+        inserted, updated = catalog_repo.upsert_listings(conn, listings, now)
+        if prune:
+            removed = catalog_repo.remove_listings_except(conn, [x.id for x in listings], now)
+    answer: dict[str, Any] = {"inserted": inserted, "updated": updated}
+    if prune:
+        answer["removed"] = removed
+    return answer
+
+
+def remove_listing(db: Database, clock: Clock, name: str) -> dict[str, str]:
+    """Remove the listing called ``name`` (its connector tool goes with it);
+    ``ListingNotFound`` when there is none."""
+    with db.write() as conn:
+        if not catalog_repo.remove_listing(conn, name, clock.now()):
+            raise ListingNotFound(f"no listing is called {name!r} (paysign catalog list)")
+    return {"removed": name}
 
 
 def demo_catalog(sellers_url: str) -> dict[str, Any]:
@@ -45,7 +67,8 @@ def demo_catalog(sellers_url: str) -> dict[str, Any]:
 
 
 def seed_demo_catalog(db: Database, clock: Clock, sellers_url: str) -> bool:
-    """Import the demo catalog when the catalog has never been written (first start)."""
+    """Import the demo catalog when the catalog has never been written (``paysign demo``'s
+    first start; ``paysign serve`` never seeds: a production catalog starts empty)."""
     with db.read() as conn:
         if catalog_repo.catalog_version(conn) != 0:
             return False
@@ -54,6 +77,10 @@ def seed_demo_catalog(db: Database, clock: Clock, sellers_url: str) -> bool:
 
 
 def payment_details(settings: Settings) -> tuple[list[PaymentDetails], list[PaymentDetails]]:
+    """How the catalog's listings are paid; none until the operator says whom
+    (``PAYSIGN_CATALOG_PAY_TO``): no address is a safe guess for real money."""
+    if not settings.catalog_pay_to:
+        return [], []
     live = PaymentDetails(
         "eip155:8453",
         settings.usdc_mainnet,
@@ -103,6 +130,8 @@ class Catalog:
     def __init__(self, db: Database, settings: Settings, *, recheck_seconds: float = 2.0):
         self._db = db
         self._live, self._sandbox = payment_details(settings)
+        self._payees = {d.network: parse_address(d.pay_to) for d in (*self._live, *self._sandbox)}
+        self._listed: dict[tuple[int, str], ListedTerms] = {}
         self._recheck = recheck_seconds
         self._lock = threading.Lock()
         self._snapshot = self._load(version=-1)
@@ -137,6 +166,25 @@ class Catalog:
         if time.monotonic() - self._checked_at > self._recheck:
             self.current()
         return self._snapshot.index.tier_of(where)
+
+    def listed_terms(self, where: SellerLocation) -> ListedTerms | None:
+        """What the listing at ``where`` publishes about its payment, or ``None`` for an
+        unlisted seller; no query, like ``tier_of`` (the signing path asks it every time)."""
+        if time.monotonic() - self._checked_at > self._recheck:
+            self.current()
+        snapshot = self._snapshot
+        found = snapshot.index.match(where)
+        if found is None:
+            return None
+        key = (snapshot.version, found.listing_id)
+        listed = self._listed.get(key)
+        if listed is None:
+            if len(self._listed) > 10_000:  # listings of older versions
+                self._listed.clear()
+            listing = next(x for x in snapshot.listings if x.id == found.listing_id)
+            listed = ListedTerms(listing.name, listing.price_base_units, self._payees)
+            self._listed[key] = listed
+        return listed
 
     def listing_for(self, where: SellerLocation) -> Listing | None:
         snapshot = self.current()

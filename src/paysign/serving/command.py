@@ -1,5 +1,6 @@
 """``paysign serve [--workers N]``: the set-up done once (data directory, dev chain, database
-migrations, the demo catalog), then one server process, or a supervisor and N workers."""
+migrations), then one server process, or a supervisor and N workers. It never writes the
+catalog: a fresh data directory serves an empty one (``paysign demo`` seeds the demo's)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import structlog
 from paysign.bootstrap import Runtime, build_runtime, prepare_data_dir
 from paysign.chain.devchain import sandbox_chain
 from paysign.config import Settings
+from paysign.custody import InvalidMasterKey
 from paysign.datadir import DataDirExposed, secure_data_dir
+from paysign.errors import SchemaFromNewerVersion
 from paysign.logging import configure_logging
-from paysign.services.catalog import seed_demo_catalog
 from paysign.serving.process import StopSignals, serve
 from paysign.serving.supervisor import Supervisor
 
@@ -38,6 +40,13 @@ def run_serve(settings: Settings, workers: int) -> int:
     listener = _bind(settings) if workers > 1 else None
     try:
         return _serve_with_chain(settings, workers, listener)
+    except InvalidMasterKey as exc:
+        # Fail closed: a service that cannot open its wallets must not start.
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    except SchemaFromNewerVersion as exc:
+        click.echo(f"error: {exc.detail}", err=True)
+        return 1
     finally:
         if listener is not None:
             listener.close()
@@ -48,10 +57,6 @@ def _serve_with_chain(settings: Settings, workers: int, listener: socket.socket 
     # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
     with StopSignals() as stop, sandbox_chain(settings) as settings:
         runtime = build_runtime(settings)
-        if seed_demo_catalog(runtime.db, runtime.clock, settings.demo_sellers_url):
-            click.echo(
-                f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
-            )
         if listener is None:
             _announce(runtime, workers)
             serve(runtime, stop)

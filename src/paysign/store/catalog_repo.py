@@ -57,6 +57,28 @@ def upsert_listings(conn: Connection, new: Sequence[Listing], now: int) -> tuple
     return len(new) - len(existing), len(existing)
 
 
+def remove_listings_except(conn: Connection, keep_ids: Sequence[str], now: int) -> list[str]:
+    """Delete every listing whose id is not in ``keep_ids``; the names removed, sorted."""
+    gone = sorted(
+        row.name
+        for row in conn.execute(
+            sa.select(listings.c.name).where(listings.c.id.not_in(list(keep_ids)))
+        )
+    )
+    if gone:
+        conn.execute(listings.delete().where(listings.c.id.not_in(list(keep_ids))))
+        _bump_version(conn, now)
+    return gone
+
+
+def remove_listing(conn: Connection, name: str, now: int) -> bool:
+    """Delete the listing called ``name``; False when there is none."""
+    removed = conn.execute(listings.delete().where(listings.c.name == name)).rowcount
+    if removed:
+        _bump_version(conn, now)
+    return bool(removed)
+
+
 def _bump_version(conn: Connection, now: int) -> None:
     changed = conn.execute(
         catalog_state.update()

@@ -20,6 +20,7 @@ class AccountRecord:
     password_hash: str
     sealed_totp_secret: bytes
     created_at: int
+    disabled_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,60 @@ def find_account_by_email(conn: Connection, email: str) -> AccountRecord | None:
         password_hash=row.password_hash,
         sealed_totp_secret=row.sealed_totp_secret,
         created_at=row.created_at,
+        disabled_at=row.disabled_at,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSummary:
+    """What an operator sees of an account: never a secret."""
+
+    id: str
+    email: str
+    wallet_address: str
+    created_at: int
+    disabled_at: int | None
+    active_key_expires_at: int | None
+
+
+def list_accounts(conn: Connection, now: int) -> list[AccountSummary]:
+    live_key = (
+        sa.select(sa.func.max(api_keys.c.expires_at))
+        .where(
+            api_keys.c.account_id == accounts.c.id,
+            api_keys.c.revoked_at.is_(None),
+            api_keys.c.expires_at > now,
+        )
+        .scalar_subquery()
+    )
+    rows = conn.execute(
+        sa.select(
+            accounts.c.id,
+            accounts.c.email,
+            wallets.c.address,
+            accounts.c.created_at,
+            accounts.c.disabled_at,
+            live_key,
+        )
+        .select_from(accounts.join(wallets, wallets.c.account_id == accounts.c.id))
+        .order_by(accounts.c.created_at, accounts.c.email)
+    ).all()
+    return [AccountSummary(*row) for row in rows]
+
+
+def set_disabled(conn: Connection, account_id: str, disabled_at: int | None) -> bool:
+    """Disable (a time) or enable (``None``) the account; ``False`` when it already was so."""
+    already = (
+        accounts.c.disabled_at.is_(None)
+        if disabled_at is None
+        else accounts.c.disabled_at.isnot(None)
+    )
+    result = conn.execute(
+        accounts.update()
+        .where(accounts.c.id == account_id, sa.not_(already))
+        .values(disabled_at=disabled_at)
+    )
+    return result.rowcount == 1
 
 
 def insert_wallet(
