@@ -68,20 +68,103 @@ def test_example_parses() -> None:
     assert doc.pending == ()  # read-only: ignored on input
 
 
+NO_PAYEES = {"allow": [], "deny": []}
+
+
 def test_round_trip() -> None:
     rendered = render_policy_document(parse_policy_document(EXAMPLE))
-    assert rendered == {**EXAMPLE, "pending": []}
-    assert list(rendered) == ["approval", "ecosystems", "caps", "allow", "deny", "pending"]
+    caps = {**EXAMPLE["caps"], "hourly": None}
+    assert rendered == {
+        **EXAMPLE,
+        "caps": caps,
+        "payTo": NO_PAYEES,
+        "frozen": False,
+        "pending": [],
+    }
+    assert list(rendered) == [
+        "approval",
+        "ecosystems",
+        "caps",
+        "allow",
+        "deny",
+        "payTo",
+        "frozen",
+        "pending",
+    ]
     assert render_policy_document(parse_policy_document(rendered)) == rendered
+
+
+def test_a_document_from_before_the_newer_fields_keeps_its_meaning() -> None:
+    # DESIGN 7.6's example has no payTo, frozen or hourly cap: none of them applies.
+    doc = parse_policy_document(EXAMPLE)
+    assert doc.settings.frozen is False
+    assert not doc.settings.payees
+    assert doc.settings.payees.refusal(bytes.fromhex("ab" * 20)) is None
+    assert doc.settings.caps.hourly is None
+    caps = {**EXAMPLE["caps"], "hourly": None}
+    explicit = parse_policy_document({**EXAMPLE, "caps": caps, "payTo": NO_PAYEES, "frozen": False})
+    assert explicit == doc
+
+
+def test_an_hourly_cap_is_read_and_checked_like_the_others() -> None:
+    doc = parse_policy_document({**EXAMPLE, "caps": {**EXAMPLE["caps"], "hourly": 250_000}})
+    assert doc.settings.caps.hourly == 250_000
+    assert render_policy_document(doc)["caps"]["hourly"] == 250_000
+    for bad in (-1, 1.5, "1", True, 2**63):
+        error = refusal({**EXAMPLE, "caps": {**EXAMPLE["caps"], "hourly": bad}})
+        assert error.extensions["pointer"] == "/caps/hourly"
+
+
+def test_payee_rules_are_read_in_any_letter_case_and_rendered_checksummed() -> None:
+    checksummed = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+    for spelling in (checksummed, checksummed.lower(), "0x" + checksummed[2:].upper()):
+        doc = parse_policy_document({**EXAMPLE, "payTo": {"deny": [spelling, checksummed]}})
+        assert render_policy_document(doc)["payTo"] == {"allow": [], "deny": [checksummed]}
+        assert doc.settings.payees.refusal(bytes.fromhex(checksummed[2:])) == "deny"
+
+
+@pytest.mark.parametrize(
+    ("pay_to", "pointer", "says"),
+    [
+        ([], "/payTo", "must be an object"),
+        ({"allow": "0x" + "ab" * 20}, "/payTo/allow", "must be an array"),
+        ({"allow": ["0xab"]}, "/payTo/allow/0", "20-byte hex"),
+        ({"deny": ["0x" + "zz" * 20]}, "/payTo/deny/0", "20-byte hex"),
+        ({"deny": [5]}, "/payTo/deny/0", "20-byte hex"),
+        ({"deny": ["0x209693Bc6afc0C5328bA36FaF03C514EF312287c"]}, "/payTo/deny/0", "checksum"),
+        ({"allow": ["0x" + "ab" * 20], "deny": ["0x" + "AB" * 20]}, "/payTo/allow", "both"),
+        ({"block": []}, "/payTo/block", "unknown list"),
+        ({"allow": ["0x" + "ab" * 20] * 1001}, "/payTo/allow", "at most 1000"),
+    ],
+)
+def test_bad_payee_rules_are_refused_with_their_place(
+    pay_to: object, pointer: str, says: str
+) -> None:
+    error = refusal({**EXAMPLE, "payTo": pay_to})
+    assert error.extensions["pointer"] == pointer
+    assert says in error.detail
+
+
+def test_frozen_must_be_a_boolean() -> None:
+    for value in (1, "true", None):
+        assert refusal({**EXAMPLE, "frozen": value}).extensions["pointer"] == "/frozen"
+    assert parse_policy_document({**EXAMPLE, "frozen": True}).settings.frozen is True
 
 
 def test_defaults_render() -> None:
     assert render_policy_document(PolicyDocument.defaults()) == {
         "approval": "openEcosystem",
         "ecosystems": {"premium": True, "standard": True, "openEcosystem": True},
-        "caps": {"perPayment": 1_000_000, "daily": 10_000_000, "monthly": 100_000_000},
+        "caps": {
+            "perPayment": 1_000_000,
+            "daily": 10_000_000,
+            "monthly": 100_000_000,
+            "hourly": None,
+        },
         "allow": [],
         "deny": [],
+        "payTo": NO_PAYEES,
+        "frozen": False,
         "pending": [],
     }
 
@@ -111,6 +194,7 @@ def test_null_caps_mean_no_cap() -> None:
         "perPayment": None,
         "daily": None,
         "monthly": None,
+        "hourly": None,
     }
 
 
@@ -147,7 +231,14 @@ def test_round_trip_property(
         "deny": rules[split:],
     }
     rendered = render_policy_document(parse_policy_document(document))
-    assert rendered == {**document, "pending": []}
+    expected_caps = {**document["caps"], "hourly": None}
+    assert rendered == {
+        **document,
+        "caps": expected_caps,
+        "payTo": NO_PAYEES,
+        "frozen": False,
+        "pending": [],
+    }
     # and through JSON, as the CLI does it
     assert render_policy_document(parse_policy_document(orjson.loads(orjson.dumps(rendered)))) == (
         rendered
@@ -238,3 +329,41 @@ def test_cap_refusal_says_base_units() -> None:
 def test_too_many_rules() -> None:
     doc = with_change("/deny", ["evil.example.com"] * (MAX_RULES_PER_LIST + 1))
     assert refusal(doc).extensions["pointer"] == "/deny"
+
+
+# --- budgets per seller on allow rules -------------------------------------------------------
+
+
+def test_an_allow_entry_may_carry_a_budget_and_round_trips() -> None:
+    allow = [
+        {"seller": "API.example.com/weather/", "daily": 2_000_000},
+        "*.example.org",
+        {"seller": "b.example.net", "daily": None, "monthly": 5_000_000},
+    ]
+    doc = parse_policy_document({**EXAMPLE, "allow": allow})
+    rendered = render_policy_document(doc)
+    assert rendered["allow"] == [
+        {"seller": "api.example.com/weather", "daily": 2_000_000, "monthly": None},
+        "*.example.org",
+        {"seller": "b.example.net", "daily": None, "monthly": 5_000_000},
+    ]
+    assert parse_policy_document(rendered) == doc
+    # An object with neither cap is the plain rule.
+    plain = parse_policy_document({**EXAMPLE, "allow": [{"seller": "a.example.com"}]})
+    assert render_policy_document(plain)["allow"] == ["a.example.com"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "pointer"),
+    [
+        ({"daily": 1}, "/allow/0/seller"),
+        ({"seller": "a.example.com", "weekly": 1}, "/allow/0/weekly"),
+        ({"seller": "a.example.com", "daily": -1}, "/allow/0/daily"),
+        ({"seller": "a.example.com", "monthly": 1.5}, "/allow/0/monthly"),
+        ({"seller": "*.com"}, "/allow/0/seller"),
+        ({"seller": 5}, "/allow/0/seller"),
+        (7, "/allow/0"),
+    ],
+)
+def test_a_bad_allow_entry_is_refused_with_its_place(entry: object, pointer: str) -> None:
+    assert refusal({**EXAMPLE, "allow": [entry]}).extensions["pointer"] == pointer

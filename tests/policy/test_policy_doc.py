@@ -78,6 +78,10 @@ def test_refusal_table_lists_each_type_with_its_title() -> None:
         "allow-pending": "Seller approval pending",
         "pending-approvals-full": "Too many sellers waiting for approval",
         "spend-cap-exceeded": "Spend cap exceeded",
+        "payee-denied": "Payee is refused by the policy",
+        "spending-frozen": "Spending is frozen",
+        "payee-mismatch": "Payee differs from the seller's listing",
+        "price-above-listing": "Price above the seller's listing",
     }
 
 

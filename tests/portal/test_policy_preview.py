@@ -131,12 +131,15 @@ def test_a_wildcard_covers_subdomains_pending_sellers_and_says_so(page: httpx.Cl
 def test_catalog_listings_are_matched_when_every_call_is_covered(page: httpx.Client) -> None:
     market = _preview(page, "sellers.example.com/market")
     assert _items(market, "preview-listings") == [
-        "https://sellers.example.com/market/v1/filings — company_filings (premium)",
-        "https://sellers.example.com/market/v1/quote/{symbol} — market_quote (premium)",
+        "https://sellers.example.com/market/v1/filings — company_filings (premium; paid at most "
+        "its listed 0.05 USDC)",
+        "https://sellers.example.com/market/v1/quote/{symbol} — market_quote (premium; paid at "
+        "most its listed 0.01 USDC)",
     ]
     quote = _preview(page, "sellers.example.com/market/v1/quote")
     assert _items(quote, "preview-listings") == [
-        "https://sellers.example.com/market/v1/quote/{symbol} — market_quote (premium)"
+        "https://sellers.example.com/market/v1/quote/{symbol} — market_quote (premium; paid at "
+        "most its listed 0.01 USDC)"
     ]
     # One symbol only is not the whole listing.
     one = _preview(page, "sellers.example.com/market/v1/quote/ACME")
@@ -156,6 +159,16 @@ def test_an_allow_preview_names_the_deny_rule_that_still_wins(
     ]
     again = _preview(page, "api.example.com/v1", kind="deny")
     assert "It is already on the deny list." in again.text
+
+
+def test_a_preview_under_a_freeze_says_nothing_is_paid(
+    page: httpx.Client, runtime: Runtime, holder: accounts.CreatedAccount
+) -> None:
+    assert 'id="preview-frozen"' not in _preview(page, "api.example.com").text
+    policy.freeze_spending(runtime.db, runtime.clock, email=holder.email, frozen=True)
+    shown = _preview(page, "api.example.com")
+    assert 'id="preview-frozen"' in shown.text
+    assert "Spending is frozen" in shown.text
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from paysign.errors import (
     SellerDenied,
     SpendCapExceeded,
 )
-from paysign.policy.caps import day_window, month_window
+from paysign.policy.caps import day_window, hour_window, month_window
 from paysign.policy.decide import Tier
 from paysign.policy.seller import SellerLocation
 from paysign.services import policy
@@ -280,6 +280,54 @@ def test_concurrent_payments_never_pass_the_daily_cap(sign, runtime, account, cl
     assert sum(s.amount for s in signatures) == k * 100_000
     assert spent(runtime, account, day_window(clock.now())) == k * 100_000
     assert len(refusals) == 100 - k
+
+
+def test_concurrent_payments_never_pass_the_hourly_cap(sign, runtime, account, clock) -> None:
+    k = 5
+    set_policy(runtime, account["email"], caps={"perPayment": None, "hourly": k * 100_000})
+
+    def attempt(_: int) -> str:
+        try:
+            sign(account, amount=100_000)
+            return "signed"
+        except SpendCapExceeded as capped:
+            assert capped.extensions["cap"] == "hourly"
+            return "capped"
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        outcomes = list(pool.map(attempt, range(60)))
+    assert outcomes.count("signed") == k
+    signatures, refusals = ledger(runtime, account)
+    assert sum(s.amount for s in signatures) == k * 100_000
+    assert spent(runtime, account, hour_window(clock.now())) == k * 100_000
+    assert spent(runtime, account, day_window(clock.now())) == k * 100_000
+    assert [r.rule for r in refusals] == ["caps.hourly"] * (60 - k)
+
+
+def test_concurrent_payments_never_pass_a_sellers_budget(sign, runtime, account, clock) -> None:
+    k = 4
+    budget = {"seller": "api.example.com/weather", "daily": k * 100_000, "monthly": None}
+    set_policy(runtime, account["email"], allow=[budget, "api.example.com/other"])
+
+    def attempt(i: int) -> str:
+        path = "weather" if i % 2 else "other"
+        try:
+            sign(account, url=f"https://api.example.com/{path}", amount=100_000)
+            return f"{path} signed"
+        except SpendCapExceeded as capped:
+            assert (capped.extensions["cap"], capped.extensions["rule"]) == (
+                "seller.daily",
+                "api.example.com/weather",
+            )
+            return f"{path} capped"
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        outcomes = list(pool.map(attempt, range(40)))
+    assert outcomes.count("weather signed") == k
+    assert outcomes.count("other signed") == 20
+    signatures, _ = ledger(runtime, account)
+    assert sum(s.amount for s in signatures) == (k + 20) * 100_000
+    assert spent(runtime, account, day_window(clock.now())) == (k + 20) * 100_000
 
 
 def test_every_refusal_is_a_payment_refused(sign, runtime, account) -> None:

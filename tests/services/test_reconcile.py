@@ -16,7 +16,8 @@ import pytest
 from conftest import signature_body
 from paysign.chain.authorizations import ChainUnavailable, RpcAuthorizationStates, call_data
 from paysign.errors import SpendCapExceeded
-from paysign.policy.caps import day_window, month_window
+from paysign.policy.caps import day_window, hour_window, month_window
+from paysign.policy.rules import Rule
 from paysign.services import keys, policy
 from paysign.services.reconcile import reconcile
 from paysign.services.signing import SigningDeps, sign_payment
@@ -139,6 +140,81 @@ def test_concurrent_reconcilers_release_exactly_once(sign, runtime, capped, cloc
     assert sum(r.expired for r in reports) == 2
     assert sum(r.released for r in reports) == 2 * USDC
     assert spent(runtime, capped, day_window(clock.now() - 3600)) == 0
+
+
+# --- the hour's window and the sellers' budgets -------------------------------------------
+
+
+def _set_policy(runtime, account, **changes) -> None:
+    doc = policy.get_policy(runtime.db, email=account["email"])
+    doc.update(changes)
+    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=doc)
+
+
+WEATHER = "https://api.example.com/weather?city=paris"
+BUDGETED = Rule("api.example.com", "/weather")
+
+
+def test_expired_signature_frees_the_hour_and_the_sellers_budget(
+    sign, runtime, account, clock
+) -> None:
+    budget = {"seller": "api.example.com/weather", "daily": 2 * USDC, "monthly": 3 * USDC}
+    caps = {"perPayment": None, "hourly": 2 * USDC, "daily": 10 * USDC, "monthly": 50 * USDC}
+    _set_policy(runtime, account, caps=caps, allow=[budget, "api.example.com/other"])
+    clock.advance(1)  # signed after the policy was saved, not in the same second
+    chain = FakeChain({TESTNET})
+    used = sign(account, amount=USDC)
+    sign(account, amount=USDC)  # never settled
+    chain.used.add(used)
+    with pytest.raises(SpendCapExceeded) as capped:
+        sign(account, amount=USDC)
+    assert capped.value.extensions["cap"] == "hourly"
+    signed_at = clock.now()
+    hour, day, month = hour_window(signed_at), day_window(signed_at), month_window(signed_at)
+
+    clock.advance(60 + 120 + 1)
+    report = reconcile(runtime.db, clock, chain, grace_seconds=120)
+    assert (report.settled, report.expired, report.released) == (1, 1, USDC)
+    assert spent(runtime, account, hour) == USDC
+    assert spent(runtime, account, day) == USDC
+    assert seller_spent(runtime, account, BUDGETED, day) == USDC
+    assert seller_spent(runtime, account, BUDGETED, month) == USDC
+
+    # What was given back can be spent again, under the rule's budget and in the hour: one
+    # more payment fits, the next does not.
+    sign(account, amount=USDC)
+    with pytest.raises(SpendCapExceeded):
+        sign(account, amount=USDC)
+    assert seller_spent(runtime, account, BUDGETED, day) == 2 * USDC
+
+
+def test_windows_that_never_counted_a_signature_keep_their_spend(
+    sign, runtime, account, clock
+) -> None:
+    # The expired signature was made before the hourly cap and the rule's budget were set, so
+    # their windows never counted it: giving it back there would let those caps be passed.
+    _set_policy(runtime, account, caps={"perPayment": None, "daily": 10 * USDC, "monthly": None})
+    clock.advance(1)
+    sign(account, amount=USDC)  # expires unused
+    clock.advance(1)
+    budget = {"seller": "api.example.com/weather", "daily": 2 * USDC}
+    caps = {"perPayment": None, "hourly": 5 * USDC, "daily": 10 * USDC, "monthly": None}
+    _set_policy(runtime, account, caps=caps, allow=[budget])
+    clock.advance(1)
+    sign(account, amount=USDC, max_timeout=3600)  # still valid when the reconciler runs
+    day, hour = day_window(clock.now()), hour_window(clock.now())
+
+    clock.advance(60 + 120 + 1)
+    report = reconcile(runtime.db, clock, FakeChain({TESTNET}), grace_seconds=120)
+    assert (report.expired, report.released) == (1, USDC)
+    assert spent(runtime, account, day) == USDC
+    assert spent(runtime, account, hour) == USDC
+    assert seller_spent(runtime, account, BUDGETED, day) == USDC
+
+
+def seller_spent(runtime, account, rule, window) -> int:
+    with runtime.db.read() as conn:
+        return policy_repo.seller_spent_in(conn, account["account_id"], rule, window)
 
 
 # --- the JSON-RPC adapter, over real HTTP ---------------------------------------------------

@@ -1,4 +1,5 @@
-"""``paysign admin``'s policy commands: read, replace, approve or deny a seller."""
+"""``paysign admin``'s policy commands: read, replace, approve or deny a seller, freeze or
+unfreeze spending."""
 
 from __future__ import annotations
 
@@ -66,4 +67,27 @@ def deny_seller(email: str, seller: str) -> None:
     _decide_seller(email, seller, "deny")
 
 
-POLICY_COMMANDS = (get_policy, set_policy, approve_seller, deny_seller)
+def _set_frozen(email: str, frozen: bool) -> None:
+    def act() -> None:
+        rt = runtime()
+        emit(policy.freeze_spending(rt.db, rt.clock, email=email, frozen=frozen))
+
+    run(act)
+
+
+@click.command("freeze")
+@click.option("--email", required=True)
+def freeze(email: str) -> None:
+    """Freeze the account's spending: every payment refused, live and sandbox (the API key
+    keeps working for the catalog)."""
+    _set_frozen(email, True)
+
+
+@click.command("unfreeze")
+@click.option("--email", required=True)
+def unfreeze(email: str) -> None:
+    """Unfreeze the account's spending: its policy decides again."""
+    _set_frozen(email, False)
+
+
+POLICY_COMMANDS = (get_policy, set_policy, approve_seller, deny_seller, freeze, unfreeze)

@@ -1,4 +1,5 @@
-"""Spend caps: per payment, per UTC day, per UTC calendar month, in USDC base units.
+"""Spend caps: per payment, per UTC hour, per UTC day, per UTC calendar month, in USDC base
+units.
 
 The arithmetic lives here; the reservation itself is a guarded update in the database, so
 concurrent payments can never sum past a cap.
@@ -8,6 +9,8 @@ concurrent payments can never sum past a cap.
     ('daily', 1789948800, 86400)
     >>> month_window(1_790_000_000).start   # 2026-09-01T00:00:00Z
     1788220800
+    >>> hour_window(1_790_000_000)
+    Window(name='hourly', start=1789999200, resets_at=1790002800)
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 USDC = 1_000_000
+HOUR = 3_600
 DAY = 86_400
 
 
@@ -25,20 +29,27 @@ class Caps:
     per_payment: int | None
     daily: int | None
     monthly: int | None
+    #: Off unless set: the window for the fast loops a misbehaving agent makes.
+    hourly: int | None = None
 
     @classmethod
     def defaults(cls) -> Caps:
         return cls(per_payment=1 * USDC, daily=10 * USDC, monthly=100 * USDC)
 
     def limit_of(self, window: str) -> int | None:
-        return {"daily": self.daily, "monthly": self.monthly}[window]
+        return {"hourly": self.hourly, "daily": self.daily, "monthly": self.monthly}[window]
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    name: str  # "daily" or "monthly"
+    name: str  # "hourly", "daily" or "monthly"
     start: int  # Unix seconds, inclusive
     resets_at: int  # Unix seconds, exclusive end
+
+
+def hour_window(now: int) -> Window:
+    start = now - now % HOUR
+    return Window("hourly", start, start + HOUR)
 
 
 def day_window(now: int) -> Window:

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from paysign.policy.caps import Caps
+from paysign.policy.payees import NO_PAYEE_RULES, PayeeRules
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
+from paysign.policy.seller_budgets import SellerBudget
 
 #: The most sellers an account's approvals queue holds. Whoever holds the API key names the
 #: sellers, so without a bound a stolen or misled agent could bury the holder's real approvals
@@ -51,6 +53,9 @@ class PolicySettings:
     standard: bool
     open_ecosystem: bool
     caps: Caps
+    #: Every payment refused, live and sandbox, until the account holder unfreezes it.
+    frozen: bool = False
+    payees: PayeeRules = NO_PAYEE_RULES
 
     @classmethod
     def defaults(cls) -> PolicySettings:
@@ -75,6 +80,8 @@ class Grant:
 
     kind: Literal["allow", "deny"]
     rule: Rule
+    #: An allow rule's own caps (``seller_budgets``), if it has any.
+    budget: SellerBudget | None = None
 
 
 class Outcome(enum.Enum):
@@ -90,6 +97,9 @@ class Decision:
     reason: str  # for the audit and the problem detail
     rule: str | None  # the rule or switch that decided, as the policy document spells it
     tier: Tier
+    #: The budgets of the allow rules that match (an allowed payment reserves in each),
+    #: in the order of the rules' text (the order their windows are locked in).
+    budgets: tuple[tuple[Rule, SellerBudget], ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -125,9 +135,14 @@ def decide(
         )
     allow = _most_specific(g for g in matching if g.kind == "allow")
     if allow is not None:
-        return Decision(
-            Outcome.ALLOWED, f"{where} matches allow rule {allow.rule}", str(allow.rule), tier
+        budgets = tuple(
+            sorted(
+                ((g.rule, g.budget) for g in matching if g.kind == "allow" and g.budget),
+                key=lambda budget: str(budget[0]),
+            )
         )
+        reason = f"{where} matches allow rule {allow.rule}"
+        return Decision(Outcome.ALLOWED, reason, str(allow.rule), tier, budgets)
     if policy.needs_approval(tier):
         return Decision(
             Outcome.PENDING,

@@ -41,6 +41,25 @@ def set_policy(db: Database, clock: Clock, *, email: str, document: object) -> d
     return get_policy(db, email=email)
 
 
+def set_frozen(db: Database, clock: Clock, *, account_id: str, frozen: bool) -> bool:
+    """Freeze (every payment refused, live and sandbox) or unfreeze the account's spending,
+    the rest of its policy unchanged; whether that changed anything."""
+    with db.write() as conn:
+        return policy_repo.set_frozen(conn, account_id, frozen, clock.now())
+
+
+def freeze_spending(db: Database, clock: Clock, *, email: str, frozen: bool) -> dict[str, Any]:
+    """``set_frozen`` for the operator, by email: what ``paysign admin freeze`` prints."""
+    account = require_account(db, email)
+    changed = set_frozen(db, clock, account_id=account.id, frozen=frozen)
+    return {"email": account.email, "frozen": frozen, "changed": changed}
+
+
+def is_frozen(db: Database, account_id: str) -> bool:
+    with db.read() as conn:
+        return policy_repo.load_settings(conn, account_id).frozen
+
+
 def _rule(seller: str) -> Rule:
     try:
         return parse_rule(seller)
@@ -78,4 +97,13 @@ def decide_rules(
     return settled
 
 
-__all__ = ["PolicyDocument", "decide_rules", "decide_seller", "get_policy", "set_policy"]
+__all__ = [
+    "PolicyDocument",
+    "decide_rules",
+    "decide_seller",
+    "freeze_spending",
+    "get_policy",
+    "is_frozen",
+    "set_frozen",
+    "set_policy",
+]

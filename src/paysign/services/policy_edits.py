@@ -45,6 +45,22 @@ def change_policy(
     return policy.set_policy(deps.db, deps.clock, email=email, document=new), needs_code
 
 
+def freeze(deps: PortalDeps, account_id: str) -> bool:
+    """Freeze spending at once: it only tightens, so no code is asked. Whether it changed."""
+    email_of(deps.db, account_id)  # the account still exists
+    return policy.set_frozen(deps.db, deps.clock, account_id=account_id, frozen=True)
+
+
+def unfreeze(deps: PortalDeps, account_id: str, code: str) -> bool:
+    """Unfreeze spending: it loosens, so a fresh authenticator code is needed (none is spent
+    when spending is not frozen). Raises ``CredentialsRefused`` without one."""
+    email_of(deps.db, account_id)
+    if not policy.is_frozen(deps.db, account_id):
+        return False
+    deps.credentials.fresh_code(account_id, code)
+    return policy.set_frozen(deps.db, deps.clock, account_id=account_id, frozen=False)
+
+
 def decide_many(
     deps: PortalDeps,
     account_id: str,

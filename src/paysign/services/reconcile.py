@@ -1,9 +1,11 @@
 """Accurate spend: release the cap reservation of signatures that expired unused.
 
 A signature past its ``validBefore`` can never settle. If the USDC contract says its nonce was
-never used, the amount goes back to the day and month windows it was counted in; if it was
-used, the signature is marked settled. Networks without an RPC endpoint are skipped, so their
-signed spend stays counted: failing toward under-spending, never over.
+never used, the amount goes back to every window it was counted in (the day's and month's, the
+hour's under an hourly cap, an allow rule's budget windows: see ``store.spend_release``); if it
+was used, the signature is marked settled. Networks without an RPC endpoint are skipped, so their
+signed spend stays counted: failing toward under-spending, never over. Live payments are on
+Base (``eip155:8453``): without ``PAYSIGN_MAINNET_RPC_URL`` their spend is never released.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ import structlog
 from paysign.chain.authorizations import AuthorizationStates, ChainUnavailable
 from paysign.clock import Clock
 from paysign.metrics import reconcile_succeeded
-from paysign.policy.caps import windows_at
 from paysign.protocol.networks import parse_address
-from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
+from paysign.store.spend_release import ExpiredSpend, release_expired
 
 log = structlog.get_logger("paysign.reconcile")
 
@@ -48,16 +49,32 @@ def reconcile(
     grace_seconds: int = 120,
     batch: int = 500,
 ) -> ReconcileReport:
-    """One pass over every signature past ``validBefore + grace`` still ``signed``, on the
-    networks the chain reader can ask."""
-    settled = expired = released = 0
+    """One pass over every signature past ``validBefore + grace`` still ``signed``, on each
+    network the chain reader can ask (Base and Base Sepolia when both have an endpoint). A
+    network whose chain stops answering is left for the next pass; the others go on."""
     cutoff = clock.now() - grace_seconds
+    settled = expired = released = 0
+    interrupted = False
+    for network in sorted(chain.networks):
+        counts = _reconcile_network(db, chain, network, cutoff, batch)
+        settled, expired, released = (
+            settled + counts.settled,
+            expired + counts.expired,
+            released + counts.released,
+        )
+        interrupted = interrupted or counts.interrupted
+    return _report(settled, expired, released, interrupted=interrupted)
+
+
+def _reconcile_network(
+    db: Database, chain: AuthorizationStates, network: str, cutoff: int, batch: int
+) -> ReconcileReport:
+    settled = expired = released = 0
     last_id = 0
-    networks = chain.networks
-    while networks:
+    while True:
         with db.read() as conn:
             due = repo.signatures_due(
-                conn, networks=networks, expired_before=cutoff, after_id=last_id, limit=batch
+                conn, networks=[network], expired_before=cutoff, after_id=last_id, limit=batch
             )
         for signature in due:
             last_id = signature.id
@@ -69,8 +86,8 @@ def reconcile(
                     signature.nonce,
                 )
             except ChainUnavailable as exc:
-                log.warning("reconcile_interrupted", network=signature.network, error=str(exc))
-                return _report(settled, expired, released, interrupted=True)
+                log.warning("reconcile_interrupted", network=network, error=str(exc))
+                return ReconcileReport(settled, expired, released, interrupted=True)
             with db.write() as conn:
                 if not repo.conclude_signature(
                     conn, signature.id, "settled" if used else "expired"
@@ -81,12 +98,16 @@ def reconcile(
                     continue
                 expired += 1
                 if not signature.sandbox:
-                    for window in windows_at(signature.created_at):
-                        policy_repo.release(conn, signature.account_id, window, signature.amount)
+                    spend = ExpiredSpend(
+                        signature.id,
+                        signature.account_id,
+                        signature.amount,
+                        signature.created_at,
+                    )
+                    release_expired(conn, spend)
                     released += signature.amount
         if len(due) < batch:
-            break
-    return _report(settled, expired, released, interrupted=False)
+            return ReconcileReport(settled, expired, released, interrupted=False)
 
 
 def _report(settled: int, expired: int, released: int, *, interrupted: bool) -> ReconcileReport:

@@ -15,6 +15,7 @@ from typing import Literal
 from paysign.catalog.match import template_of
 from paysign.policy.rules import Rule, parse_rule
 from paysign.policy.seller import SellerLocation, seller_location, split_host_port
+from paysign.protocol.usdc import format_usdc
 from paysign.services.portal_deps import PortalDeps
 from paysign.store import activity_repo, catalog_repo, policy_repo
 
@@ -47,6 +48,8 @@ class Preview:
     listings: list[Match] = field(default_factory=list)
     more_listings: int = 0
     examples: list[Example] = field(default_factory=list)
+    #: Spending is frozen: no rule lets anything through until it is unfrozen.
+    frozen: bool = False
 
 
 def examples(rule: Rule) -> list[Example]:
@@ -137,6 +140,7 @@ def preview(
         )
         listings = catalog_repo.all_listings(conn)
     allow, deny = list(document.allow), list(document.deny)
+    result.frozen = document.settings.frozen
     result.on_list = "allow" if rule in allow else "deny" if rule in deny else None
     pending = set(document.pending)
     sellers = [
@@ -160,6 +164,12 @@ def preview(
             fixed.append(segment)
         if rule.matches(SellerLocation(host, "/" + "/".join(fixed))):
             url = listing.url.rstrip("/") + listing.path
-            matched.append(Match(url, f"{listing.name} ({listing.tier.value.lower()})"))
+            # A listed seller is paid at most its price, to the catalog's payee, whatever
+            # the rules say: the preview says so, as the signing path will hold it to that.
+            note = (
+                f"{listing.name} ({listing.tier.value.lower()}; paid at most its listed "
+                f"{format_usdc(listing.price_base_units)} USDC)"
+            )
+            matched.append(Match(url, note))
     result.listings, result.more_listings = matched[:SHOWN], max(len(matched) - SHOWN, 0)
     return result

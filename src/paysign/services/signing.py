@@ -6,10 +6,11 @@ Read it top to bottom; each step is one function, in the order a request meets t
    seller it names; nothing is decided yet, and an invalid body is only answered once the
    caller is authenticated.
 2. ``decide_and_record``, inside a store transaction: the holder of the credential, the
-   seller's tier, the source policy (deny → ecosystem → allow list / pending), the
-   per-payment cap, then the day and month windows reserved with a guarded upsert and the
-   payment recorded with its digest (``protocol.prepare_payment``). A refusal is recorded too
-   and returned, never raised.
+   checks no allow rule lifts (payee rules, a frozen account, a listed seller held to its
+   listing's price and payee), the seller's tier, the source policy (deny → ecosystem → allow
+   list / pending), the per-payment cap, then the day and month windows (and the hour's, under
+   an hourly cap) reserved with a guarded upsert and the payment recorded with its digest
+   (``protocol.prepare_payment``). A refusal is recorded too and returned, never raised.
 3. The transaction commits.
 4. ``signed_payment``: the signature over the digest, and the header for the seller. A
    signature is only ever made into an answer after the row recording it (and its cap
@@ -39,8 +40,9 @@ from paysign.errors import (
 )
 from paysign.metrics import signature_made
 from paysign.policy.binding import unbound_resource
-from paysign.policy.caps import windows_at
+from paysign.policy.caps import hour_window, windows_at
 from paysign.policy.decide import Decision, Outcome
+from paysign.policy.listed_terms import listing_breach
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import (
@@ -53,9 +55,16 @@ from paysign.protocol import (
 from paysign.protocol.terms import resource_urls
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
 from paysign.services.payers import HolderLoader, by_account, by_api_key
-from paysign.services.refusals import cap_refusal, policy_refusal, queue_pending
+from paysign.services.refusals import (
+    cap_refusal,
+    frozen_refusal,
+    listing_refusal,
+    payee_refusal,
+    policy_refusal,
+    queue_pending,
+)
 from paysign.services.signing_context import SigningContext, SigningDeps, time_ordered_nonce
-from paysign.store import policy_repo
+from paysign.services.signing_records import refusal_record, signature_record
 from paysign.store import repositories as repo
 from paysign.store.group_commit import Completion, GroupCommitter
 from paysign.store.signing_batch import ReadAhead
@@ -141,29 +150,75 @@ def decide_and_record(request: SigningRequest, context: SigningContext) -> Signi
     """Every expected outcome is returned, never raised, so that the request can share its
     transaction with others (``store.group_commit``); it raises only on a fault, and may then
     run again in a fresh transaction."""
-    tx, now, checked = context.tx, request.now, request.checked
-    holder = request.load_holder(tx, now, _read_ahead(request))
+    tx, checked = context.tx, request.checked
+    holder = request.load_holder(tx, request.now, _read_ahead(request))
     if holder is None:
         return NotAuthenticated("Unauthorized")
     if isinstance(checked, PaysignError):
         return checked
     terms, seller = checked
-    decision = context.decision(holder, seller)
-    if decision.allowed:
-        refusal, rule = _within_caps(tx, holder, request, terms)
-        if refusal is None:
-            signer = context.signer(holder)
-            prepared = prepare_payment(terms, signer, now=now, nonce=context.deps.new_nonce())
-            tx.insert_signature(_signature_record(holder, seller, request, prepared, decision))
-            _touch_key(tx, holder, now)
-            return prepared
-    elif decision.outcome is Outcome.PENDING:
-        refusal = queue_pending(tx, decision, holder.account_id, seller, terms, now)
-        rule = decision.rule
-    else:
-        refusal, rule = policy_refusal(decision, seller), decision.rule
-    tx.record_refusal(_refusal_record(holder, seller, request, terms, refusal, rule))
+    outcome: PreparedPayment | Refused | None = _refused_before_policy(
+        context, holder, seller, terms
+    )
+    if outcome is None:
+        outcome = _decided(request, context, holder, terms, seller)
+    if isinstance(outcome, PreparedPayment):
+        return outcome
+    refusal, rule = outcome
+    tx.record_refusal(
+        refusal_record(holder, seller, request.sandbox, request.now, terms, refusal, rule)
+    )
     return refusal
+
+
+#: A refusal and the rule, switch or listing that made it (as the refusals record names it).
+Refused = tuple[PaymentRefused, str | None]
+
+
+def _refused_before_policy(
+    context: SigningContext,
+    holder: repo.KeyHolder,
+    seller: SellerLocation,
+    terms: PaymentTerms,
+) -> Refused | None:
+    """The checks no allow rule overrides, in memory (the policy came with the holder): a
+    denied payee, a frozen account, then a listed seller held to its listing's price and
+    payee."""
+    refused_by = holder.policy.payees.refusal(terms.pay_to)
+    if refused_by is not None:
+        return payee_refusal(refused_by, seller, terms), f"payTo.{refused_by}"
+    if holder.policy.frozen:
+        return frozen_refusal(seller), "frozen"
+    listed = context.deps.listings.listed_terms(seller)
+    if listed is not None:
+        breach = listing_breach(listed, terms.amount, terms.network.caip2, terms.pay_to)
+        if breach is not None:
+            return listing_refusal(breach, seller, terms), f"listing:{breach.listing}"
+    return None
+
+
+def _decided(
+    request: SigningRequest,
+    context: SigningContext,
+    holder: repo.KeyHolder,
+    terms: PaymentTerms,
+    seller: SellerLocation,
+) -> PreparedPayment | Refused:
+    """The source policy's decision, then the caps: the payment recorded, or why not."""
+    tx, now = context.tx, request.now
+    decision = context.decision(holder, seller)
+    if decision.outcome is Outcome.PENDING:
+        return queue_pending(tx, decision, holder.account_id, seller, terms, now), decision.rule
+    if not decision.allowed:
+        return policy_refusal(decision, seller), decision.rule
+    refusal, rule = _within_caps(tx, holder, request, terms, decision)
+    if refusal is not None:
+        return refusal, rule
+    signer = context.signer(holder)
+    prepared = prepare_payment(terms, signer, now=now, nonce=context.deps.new_nonce())
+    tx.insert_signature(signature_record(holder, seller, request.sandbox, now, prepared, decision))
+    _touch_key(tx, holder, now)
+    return prepared
 
 
 def _read_ahead(request: SigningRequest) -> ReadAhead:
@@ -176,22 +231,36 @@ def _read_ahead(request: SigningRequest) -> ReadAhead:
 
 
 def _within_caps(
-    tx: SigningTransaction, holder: repo.KeyHolder, request: SigningRequest, terms: PaymentTerms
+    tx: SigningTransaction,
+    holder: repo.KeyHolder,
+    request: SigningRequest,
+    terms: PaymentTerms,
+    decision: Decision,
 ) -> tuple[PaymentRefused | None, str | None]:
-    """Reserve the payment in the day and month windows, or say which cap refused it (and
-    reserve nothing). Sandbox payments spend test funds: no cap applies."""
+    """Reserve the payment in the day and month windows (and the hour's, under an hourly
+    cap, and those of the budgets of the allow rules that match), or say which cap refused it
+    (and reserve nothing). Sandbox payments spend test funds: no cap applies."""
     if request.sandbox:
         return None, None
     caps = holder.policy.caps
     if caps.per_payment is not None and terms.amount > caps.per_payment:
         limit = caps.per_payment
         return cap_refusal("perPayment", limit, limit, terms.amount, None), "caps.perPayment"
-    hit = tx.reserve(holder.account_id, terms.amount, *windows_at(request.now), caps)
+    hour = None if caps.hourly is None else hour_window(request.now)
+    day, month = windows_at(request.now)
+    hit = tx.reserve(holder.account_id, terms.amount, day, month, caps, hour, decision.budgets)
     if hit is None:
         return None, None
     remaining = max(hit.limit - hit.spent, 0)
-    refusal = cap_refusal(hit.window.name, hit.limit, remaining, terms.amount, hit.window.resets_at)
-    return refusal, f"caps.{hit.window.name}"
+    window = hit.window
+    if hit.rule is not None:
+        rule = str(hit.rule)
+        refusal = cap_refusal(
+            f"seller.{window.name}", hit.limit, remaining, terms.amount, window.resets_at, rule
+        )
+        return refusal, f"allow:{rule}:{window.name}"
+    refusal = cap_refusal(window.name, hit.limit, remaining, terms.amount, window.resets_at)
+    return refusal, f"caps.{window.name}"
 
 
 def _touch_key(tx: SigningTransaction, holder: repo.KeyHolder, now: int) -> None:
@@ -201,56 +270,6 @@ def _touch_key(tx: SigningTransaction, holder: repo.KeyHolder, now: int) -> None
         last_used is None or now - last_used >= LAST_USED_RESOLUTION_SECONDS
     ):
         tx.touch_key(holder.key_id, now)
-
-
-def _signature_record(
-    holder: repo.KeyHolder,
-    seller: SellerLocation,
-    request: SigningRequest,
-    prepared: PreparedPayment,
-    decision: Decision,
-) -> repo.SignatureRecord:
-    terms = prepared.terms
-    return repo.SignatureRecord(
-        account_id=holder.account_id,
-        api_key_id=holder.key_id,
-        seller_host=seller.host,
-        seller_path=seller.path,
-        network=terms.network.caip2,
-        asset=terms.token.address_hex,
-        pay_to="0x" + terms.pay_to.hex(),
-        amount=terms.amount,
-        nonce=prepared.nonce,
-        valid_before=prepared.valid_before,
-        sandbox=request.sandbox,
-        x402_version=terms.x402_version,
-        created_at=request.now,
-        tier=decision.tier.value,
-        rule=decision.rule,
-    )
-
-
-def _refusal_record(
-    holder: repo.KeyHolder,
-    seller: SellerLocation,
-    request: SigningRequest,
-    terms: PaymentTerms,
-    refusal: PaymentRefused,
-    rule: str | None,
-) -> policy_repo.RefusalRecord:
-    return policy_repo.RefusalRecord(
-        account_id=holder.account_id,
-        api_key_id=holder.key_id,
-        seller_host=seller.host,
-        seller_path=seller.path,
-        network=terms.network.caip2,
-        amount=terms.amount,
-        sandbox=request.sandbox,
-        reason=refusal.slug,
-        rule=rule,
-        detail=refusal.detail,
-        created_at=request.now,
-    )
 
 
 # --- 4. after the commit ---

@@ -12,11 +12,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from paysign.catalog.tiers import NoListings, TierLookup
 from paysign.clock import Clock
 from paysign.custody import KeyVault, SealedSecret
 from paysign.policy.decide import Decision, Tier, decide
+from paysign.policy.listed_terms import ListedTerms
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import SellerLocation
 from paysign.protocol import AssetRegistry, DigestSigner, WalletSigner, parse_address
@@ -36,6 +38,17 @@ def time_ordered_nonce() -> bytes:
     return (time.time_ns() // 1_000_000).to_bytes(6, "big") + secrets.token_bytes(26)
 
 
+class ListingLookup(Protocol):
+    """The catalog as the signing path asks it: what a listed seller publishes (no query)."""
+
+    def listed_terms(self, where: SellerLocation) -> ListedTerms | None: ...
+
+
+class NoListedTerms:
+    def listed_terms(self, where: SellerLocation) -> ListedTerms | None:
+        return None
+
+
 #: Makes the signer of a custodial wallet from its opened key and its address.
 WalletSigners = Callable[[bytes, bytes], DigestSigner]
 
@@ -50,6 +63,8 @@ class SigningDeps:
     new_nonce: Callable[[], bytes] = time_ordered_nonce
     #: The signer process's ``wallet_signer`` when there is one (it may sign ahead of time).
     wallet_signer: WalletSigners = WalletSigner
+    #: The catalog: a listed seller is held to its listing's price and payee.
+    listings: ListingLookup = field(default_factory=NoListedTerms)
     #: Raw bodies validated lately (``signing.signing_request`` given ``bytes``).
     bodies: RequestBodies = field(init=False, repr=False)
 
@@ -94,4 +109,11 @@ class SigningContext:
         return found
 
 
-__all__ = ["SigningContext", "SigningDeps", "WalletSigners", "time_ordered_nonce"]
+__all__ = [
+    "ListingLookup",
+    "NoListedTerms",
+    "SigningContext",
+    "SigningDeps",
+    "WalletSigners",
+    "time_ordered_nonce",
+]

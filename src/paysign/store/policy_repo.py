@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,9 +14,18 @@ from sqlalchemy.engine import Connection
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import MAX_PENDING_SELLERS, Approval, PolicySettings
 from paysign.policy.document import PolicyDocument
+from paysign.policy.payees import payee_rules_of, stored_payee_rules
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
-from paysign.store.schema import pending_sellers, policies, policy_rules, refusals, spend_windows
+from paysign.policy.seller_budgets import SellerBudget
+from paysign.store.schema import (
+    pending_sellers,
+    policies,
+    policy_rules,
+    refusals,
+    seller_spend_windows,
+    spend_windows,
+)
 
 _PENDING_ORDER = (pending_sellers.c.first_seen, pending_sellers.c.host, pending_sellers.c.path)
 
@@ -27,12 +37,16 @@ POLICY_COLUMNS = (
     policies.c.cap_per_payment,
     policies.c.cap_daily,
     policies.c.cap_monthly,
+    policies.c.frozen,
+    policies.c.payee_rules,
+    policies.c.cap_hourly,
 )
 
 
 def settings_from_values(values: Sequence[Any]) -> PolicySettings:
     """Settings from the POLICY_COLUMNS values of a row; no row (all None) means defaults."""
-    approval, premium, standard, open_ecosystem, per_payment, daily, monthly = values
+    approval, premium, standard, open_ecosystem, per_payment, daily, monthly = values[:7]
+    frozen, payees, hourly = values[7:]
     if approval is None:
         return PolicySettings.defaults()
     return PolicySettings(
@@ -40,7 +54,9 @@ def settings_from_values(values: Sequence[Any]) -> PolicySettings:
         bool(premium),
         bool(standard),
         bool(open_ecosystem),
-        Caps(per_payment, daily, monthly),
+        Caps(per_payment, daily, monthly, hourly),
+        frozen=bool(frozen),
+        payees=payee_rules_of(payees),
     )
 
 
@@ -58,7 +74,13 @@ def load_settings(conn: Connection, account_id: str) -> PolicySettings:
 
 def load_document(conn: Connection, account_id: str) -> PolicyDocument:
     rows = conn.execute(
-        sa.select(policy_rules.c.kind, policy_rules.c.host, policy_rules.c.path)
+        sa.select(
+            policy_rules.c.kind,
+            policy_rules.c.host,
+            policy_rules.c.path,
+            policy_rules.c.cap_daily,
+            policy_rules.c.cap_monthly,
+        )
         .where(policy_rules.c.account_id == account_id)
         .order_by(policy_rules.c.id)
     ).all()
@@ -75,6 +97,11 @@ def load_document(conn: Connection, account_id: str) -> PolicyDocument:
         tuple(Rule(r.host, r.path) for r in rows if r.kind == "allow"),
         tuple(Rule(r.host, r.path) for r in rows if r.kind == "deny"),
         tuple(str(SellerLocation(p.host, p.path)) for p in pending),
+        budgets=tuple(
+            (Rule(r.host, r.path), SellerBudget(r.cap_daily, r.cap_monthly))
+            for r in rows
+            if r.kind == "allow" and (r.cap_daily is not None or r.cap_monthly is not None)
+        ),
     )
 
 
@@ -87,16 +114,39 @@ def save_settings(conn: Connection, account_id: str, settings: PolicySettings, n
         "cap_per_payment": settings.caps.per_payment,
         "cap_daily": settings.caps.daily,
         "cap_monthly": settings.caps.monthly,
+        "cap_hourly": settings.caps.hourly,
+        "frozen": settings.frozen,
+        "payee_rules": stored_payee_rules(settings.payees),
         "updated_at": now,
     }
     stmt = _upsert(conn, policies).values(account_id=account_id, **values)
     conn.execute(stmt.on_conflict_do_update(index_elements=[policies.c.account_id], set_=values))
 
 
+def set_frozen(conn: Connection, account_id: str, frozen: bool, now: int) -> bool:
+    """Freeze or unfreeze the account's spending, the rest of its policy unchanged; whether
+    that changed anything."""
+    settings = load_settings(conn, account_id)
+    if settings.frozen == frozen:
+        return False
+    save_settings(conn, account_id, dataclasses.replace(settings, frozen=frozen), now)
+    return True
+
+
 def replace_rules(conn: Connection, account_id: str, doc: PolicyDocument, now: int) -> None:
     conn.execute(policy_rules.delete().where(policy_rules.c.account_id == account_id))
+    budgets = dict(doc.budgets)
+    none = SellerBudget()
     rows = [
-        {"account_id": account_id, "kind": kind, "host": r.host, "path": r.path, "created_at": now}
+        {
+            "account_id": account_id,
+            "kind": kind,
+            "host": r.host,
+            "path": r.path,
+            "created_at": now,
+            "cap_daily": budgets.get(r, none).daily,
+            "cap_monthly": budgets.get(r, none).monthly,
+        }
         for kind, rules in (("allow", doc.allow), ("deny", doc.deny))
         for r in rules
     ]
@@ -214,6 +264,58 @@ def spent_in(conn: Connection, account_id: str, window: Window) -> int:
         )
     ).scalar_one_or_none()
     return int(spent or 0)
+
+
+def seller_spent_in(conn: Connection, account_id: str, rule: Rule, window: Window) -> int:
+    """What the payments under an allow rule's budget have spent in ``window`` (daily or
+    monthly)."""
+    table = seller_spend_windows
+    spent = conn.execute(
+        sa.select(table.c.spent).where(
+            table.c.account_id == account_id,
+            table.c.host == rule.host,
+            table.c.path == rule.path,
+            table.c.window == window.name,
+            table.c.start == window.start,
+        )
+    ).scalar_one_or_none()
+    return int(spent or 0)
+
+
+def budgets_of(conn: Connection, account_id: str) -> list[tuple[Rule, SellerBudget]]:
+    """The account's allow rules that carry a budget, in the order of their text."""
+    rows = conn.execute(
+        sa.select(
+            policy_rules.c.host,
+            policy_rules.c.path,
+            policy_rules.c.cap_daily,
+            policy_rules.c.cap_monthly,
+        ).where(
+            policy_rules.c.account_id == account_id,
+            policy_rules.c.kind == "allow",
+            sa.or_(policy_rules.c.cap_daily.is_not(None), policy_rules.c.cap_monthly.is_not(None)),
+        )
+    ).all()
+    budgets = [(Rule(r.host, r.path), SellerBudget(r.cap_daily, r.cap_monthly)) for r in rows]
+    return sorted(budgets, key=lambda budget: str(budget[0]))
+
+
+def seller_spend_of(
+    conn: Connection, account_id: str, day: Window, month: Window
+) -> dict[tuple[Rule, str], int]:
+    """What each allow rule's budget has spent in ``day`` and ``month``, by (rule, window
+    name); a rule nothing was paid under is absent."""
+    table = seller_spend_windows
+    rows = conn.execute(
+        sa.select(table.c.host, table.c.path, table.c.window, table.c.spent).where(
+            table.c.account_id == account_id,
+            sa.or_(
+                sa.and_(table.c.window == day.name, table.c.start == day.start),
+                sa.and_(table.c.window == month.name, table.c.start == month.start),
+            ),
+        )
+    ).all()
+    return {(Rule(r.host, r.path), r.window): int(r.spent) for r in rows}
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,9 @@ and the writes are gathered and sent together just before the commit (``flush``)
 * **Reservations.** The first payment of an account in the transaction is reserved as a
   request alone would be, by one guarded upsert of its two window rows; that also locks them
   and says what they have spent (when it is refused, the rows are locked and read instead).
+  An account with an hourly cap, or a payment under an allow rule's budget, has its day and
+  month rows locked and read, then its hour's row, then the rules' budget rows (always in that
+  order, rules by their text), and every such payment is checked in memory.
   The payments after it are checked in memory against that, plus what the ones before them
   took. The rows stay locked until the commit, so no other writer can spend in between; the
   flush adds the rest in one update guarded by the caps, which the database refuses if it
@@ -32,32 +35,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from paysign.policy.caps import Caps, Window
+from paysign.policy.caps import Caps, Window, windows_at
 from paysign.policy.decide import Grant
+from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
+from paysign.policy.seller_budgets import SellerBudget
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
+from paysign.store.spend_totals import (
+    AccountWindows,
+    CapHit,
+    HourTotal,
+    HourWindow,
+    SellerTotal,
+    SellerWindows,
+    SpendTotal,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class CapHit:
-    """The window that refused a reservation, and what it had spent at that moment."""
-
-    window: Window
-    limit: int
-    spent: int
-
-
-@dataclass(frozen=True, slots=True)
-class SpendTotal:
-    """What a transaction adds to one account's day and month windows."""
-
-    account_id: str
-    day: Window
-    month: Window
-    caps: Caps
-    amount: int
+__all__ = [
+    "BatchTransaction",
+    "CapHit",
+    "FirstReads",
+    "HourTotal",
+    "ReadAhead",
+    "ReservationLost",
+    "SellerTotal",
+    "SigningStatements",
+    "SpendTotal",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,24 @@ class SigningStatements(Protocol):
         """Add ``total.amount`` to both windows unless either would pass its cap."""
         ...
 
+    def lock_hour(self, account_id: str, hour: Window) -> int:
+        """Lock (creating at 0) the account's hourly window; what it has spent."""
+        ...
+
+    def lock_seller_windows(
+        self, account_id: str, rule: Rule, day: Window, month: Window
+    ) -> tuple[int, int]:
+        """Lock (creating at 0) an allow rule's budget windows; what each has spent."""
+        ...
+
+    def add_seller_spend(self, total: SellerTotal) -> bool:
+        """Add ``total.amount`` to the rule's two windows unless either would pass its cap."""
+        ...
+
+    def add_hour_spend(self, total: HourTotal) -> bool:
+        """Add ``total.amount`` to the hourly window unless it would pass ``total.cap``."""
+        ...
+
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None: ...
 
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None: ...
@@ -121,25 +145,6 @@ class SigningStatements(Protocol):
     def record_pending(self, entries: Sequence[PendingEntry]) -> None: ...
 
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None: ...
-
-
-class _Windows:
-    """One account's day and month windows inside a transaction: what they have spent, with
-    what this transaction added; ``stored`` of that is in the database already."""
-
-    __slots__ = ("added", "caps", "day", "day_spent", "month", "month_spent", "stored")
-
-    def __init__(self, day: Window, month: Window, spent: tuple[int, int]) -> None:
-        self.day, self.month = day, month
-        self.day_spent, self.month_spent = spent
-        self.caps: Caps | None = None
-        self.added = self.stored = 0
-
-    def add(self, amount: int, caps: Caps) -> None:
-        self.day_spent += amount
-        self.month_spent += amount
-        self.added += amount
-        self.caps = caps  # the holder's, read once per transaction: the same for each request
 
 
 class _Queue:
@@ -160,7 +165,9 @@ class BatchTransaction:
         self._sql = statements
         self._holders: dict[tuple[bytes, int] | str, KeyHolder | None] = {}
         self._grants: dict[tuple[str, tuple[str, ...]], list[Grant]] = {}
-        self._windows: dict[tuple[str, int, int], _Windows] = {}
+        self._windows: dict[tuple[str, int, int], AccountWindows] = {}
+        self._hours: dict[tuple[str, Window], HourWindow] = {}
+        self._sellers: dict[tuple[str, Rule, int, int], SellerWindows] = {}
         self._signatures: list[SignatureRecord] = []
         self._touched: dict[str, int] = {}
         self._queues: dict[str, _Queue] = {}
@@ -186,7 +193,7 @@ class BatchTransaction:
             # Locked until the commit: the reservations are checked against this in memory.
             day, month = ahead.windows
             self._windows.setdefault(
-                (holder.account_id, day.start, month.start), _Windows(day, month, spent)
+                (holder.account_id, day.start, month.start), AccountWindows(day, month, spent)
             )
         return holder
 
@@ -203,27 +210,88 @@ class BatchTransaction:
         return found
 
     def reserve(
-        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
+        self,
+        account_id: str,
+        amount: int,
+        day: Window,
+        month: Window,
+        caps: Caps,
+        hour: Window | None = None,
+        budgets: Sequence[tuple[Rule, SellerBudget]] = (),
     ) -> CapHit | None:
-        """Add ``amount`` to both windows, or to neither and say which cap refused."""
+        """Add ``amount`` to the windows (the ``hour`` too when ``caps.hourly`` is set, and each
+        of ``budgets``' windows), or to none and say which cap refused."""
         key = (account_id, day.start, month.start)
         windows = self._windows.get(key)
+        if budgets or (hour is not None and caps.hourly is not None):
+            if windows is None:
+                spent = self._sql.lock_windows(account_id, day, month)
+                windows = self._windows[key] = AccountWindows(day, month, spent)
+            return self._reserve_in_memory(windows, account_id, amount, caps, hour, budgets)
         if windows is None:
             # The account's first payment in the transaction goes straight to the database,
             # as a request alone would: one guarded upsert, which also locks both rows.
             after = self._sql.reserve(SpendTotal(account_id, day, month, caps, amount))
             if after is not None:
-                windows = self._windows[key] = _Windows(day, month, after)
+                windows = self._windows[key] = AccountWindows(day, month, after)
                 windows.added = windows.stored = amount
                 windows.caps = caps
                 return None
             spent = self._sql.lock_windows(account_id, day, month)
-            windows = self._windows[key] = _Windows(day, month, spent)
+            windows = self._windows[key] = AccountWindows(day, month, spent)
         for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
             limit = caps.limit_of(window.name)
             if limit is not None and spent_so_far + amount > limit:
                 return CapHit(window, limit, spent_so_far)
         windows.add(amount, caps)
+        return None
+
+    def _reserve_in_memory(
+        self,
+        windows: AccountWindows,
+        account_id: str,
+        amount: int,
+        caps: Caps,
+        hour: Window | None,
+        budgets: Sequence[tuple[Rule, SellerBudget]],
+    ) -> CapHit | None:
+        """The account's windows are locked: lock the hour's and the budgets' (in that order),
+        then check every cap against what they have spent."""
+        hourly = None
+        if hour is not None and caps.hourly is not None:
+            hourly = self._hours.get((account_id, hour))
+            if hourly is None:
+                spent_in_hour = self._sql.lock_hour(account_id, hour)
+                hourly = self._hours[(account_id, hour)] = HourWindow(spent_in_hour)
+            if hourly.spent + amount > caps.hourly:
+                return CapHit(hour, caps.hourly, hourly.spent)
+        day, month = windows.day, windows.month
+        for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
+            limit = caps.limit_of(window.name)
+            if limit is not None and spent_so_far + amount > limit:
+                return CapHit(window, limit, spent_so_far)
+        sellers = []
+        for rule, budget in budgets:
+            key = (account_id, rule, day.start, month.start)
+            seller = self._sellers.get(key)
+            if seller is None:
+                spent = self._sql.lock_seller_windows(account_id, rule, day, month)
+                seller = self._sellers[key] = SellerWindows(spent, budget)
+            seller.budget = budget
+            for window, spent_so_far in ((day, seller.day_spent), (month, seller.month_spent)):
+                limit = budget.limit_of(window.name)
+                if limit is not None and spent_so_far + amount > limit:
+                    return CapHit(window, limit, spent_so_far, rule)
+            sellers.append(seller)
+        windows.add(amount, caps)
+        if hourly is not None:
+            hourly.spent += amount
+            hourly.added += amount
+            hourly.cap = caps.hourly
+        for seller in sellers:
+            seller.day_spent += amount
+            seller.month_spent += amount
+            seller.added += amount
         return None
 
     def insert_signature(self, record: SignatureRecord) -> None:
@@ -261,6 +329,20 @@ class BatchTransaction:
             total = SpendTotal(account_id, w.day, w.month, w.caps, w.added - w.stored)
             if not self._sql.add_spend(total):
                 raise ReservationLost("a batch's spend total passed a cap it had checked")
+        for (account_id, hour), h in sorted(self._hours.items(), key=lambda i: i[0][0]):
+            if h.cap is None or not h.added:
+                continue
+            if not self._sql.add_hour_spend(HourTotal(account_id, hour, h.cap, h.added)):
+                raise ReservationLost("a batch's hourly total passed the cap it had checked")
+        for (account_id, rule, day_start, _), s in sorted(
+            self._sellers.items(), key=lambda item: (item[0][0], str(item[0][1]))
+        ):
+            if not s.added:
+                continue
+            day, month = windows_at(day_start)
+            under_rule = SellerTotal(account_id, rule, day, month, s.budget, s.added)
+            if not self._sql.add_seller_spend(under_rule):
+                raise ReservationLost("a batch's total under a rule's budget passed it")
         if self._signatures:
             self._sql.insert_signatures(self._signatures)
         if self._touched:
@@ -270,5 +352,7 @@ class BatchTransaction:
         if self._refusals:
             self._sql.insert_refusals(self._refusals)
         self._windows.clear()
+        self._hours.clear()
+        self._sellers.clear()
         self._queues.clear()
         self._signatures, self._touched, self._pending, self._refusals = [], {}, [], []

@@ -33,13 +33,17 @@ from paysign.store.repositories import SignatureRecord
 from paysign.store.signing_batch import (
     BatchTransaction,
     FirstReads,
+    HourTotal,
     ReadAhead,
     ReservationLost,
+    SellerTotal,
     SpendTotal,
 )
 from paysign.store.signing_statements import (
     SqlStatements,
     holder_with_grants,
+    hour_spend_params,
+    seller_spend_params,
     signature_row,
     spend_params,
 )
@@ -98,6 +102,16 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
         """Always ``True``: a total the guard refuses fails the transaction instead (see
         ``ADD_SPEND_OR_FAIL``), which ``PostgresSigningStore`` reports as ``ReservationLost``."""
         self._cur.execute(self._sql(sql.ADD_SPEND_OR_FAIL), spend_params(total))
+        return True
+
+    def add_hour_spend(self, total: HourTotal) -> bool:
+        """Always ``True``, as ``add_spend``."""
+        self._cur.execute(self._sql(sql.ADD_HOUR_SPEND_OR_FAIL), hour_spend_params(total))
+        return True
+
+    def add_seller_spend(self, total: SellerTotal) -> bool:
+        """Always ``True``, as ``add_spend``."""
+        self._cur.execute(self._sql(sql.ADD_SELLER_SPEND_OR_FAIL), seller_spend_params(total))
         return True
 
 

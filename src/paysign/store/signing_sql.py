@@ -13,14 +13,17 @@ from paysign.store.repositories import SIGNATURE_COLUMNS
 
 _HOLDER_COLUMNS = """k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
        p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly"""
+       p.cap_per_payment, p.cap_daily, p.cap_monthly, p.frozen, p.payee_rules, p.cap_hourly"""
 
 _KEY_HOLDER_FROM = """
 FROM api_keys k
 JOIN wallets w ON w.account_id = k.account_id
 LEFT JOIN policies p ON p.account_id = k.account_id"""
 
-_LIVE_KEY = "k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now"
+# A key is live while unrevoked, unexpired and its account not disabled by an operator (an
+# indexed lookup by primary key inside the same statement: no round trip of its own).
+_LIVE_KEY = """k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
+AND EXISTS (SELECT 1 FROM accounts ka WHERE ka.id = k.account_id AND ka.disabled_at IS NULL)"""
 
 KEY_HOLDER = f"SELECT {_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
 
@@ -28,11 +31,11 @@ KEY_HOLDER = f"SELECT {_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
 ACCOUNT_HOLDER = """
 SELECT NULL, a.id, NULL, w.id, w.address, w.sealed_key,
        p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly
+       p.cap_per_payment, p.cap_daily, p.cap_monthly, p.frozen, p.payee_rules, p.cap_hourly
 FROM accounts a
 JOIN wallets w ON w.account_id = a.id
 LEFT JOIN policies p ON p.account_id = a.id
-WHERE a.id = :account_id
+WHERE a.id = :account_id AND a.disabled_at IS NULL
 """
 
 # Reserves the amount in both windows at once, each only if it stays within its cap; a window
@@ -95,6 +98,55 @@ ADD_SPEND_OR_FAIL = (
     "SELECT 1 / (CASE WHEN count(*) = 2 THEN 1 ELSE 0 END) FROM added"
 )
 
+# The hourly window, written only for an account with an hourly cap (the others never pay a
+# statement for it): its row created at 0 if need be and locked — always after the day and
+# month rows, the one order every writer takes them in.
+LOCK_HOUR = """
+INSERT INTO spend_windows (account_id, "window", start, spent)
+VALUES (:account_id, 'hourly', :hour_start, 0)
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+RETURNING spent
+"""
+
+# As ADD_SPEND, for the hourly window: the database guards the cap too.
+ADD_HOUR_SPEND = """
+UPDATE spend_windows SET spent = spent + :amount
+WHERE account_id = :account_id AND "window" = 'hourly' AND start = :hour_start
+AND spent + :amount <= CAST(:hourly_cap AS BIGINT)
+"""
+
+ADD_HOUR_SPEND_OR_FAIL = (
+    f"WITH added AS ({ADD_HOUR_SPEND.strip()}\nRETURNING 1)\n"
+    "SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM added"
+)
+
+# An allow rule's budget windows, for a payment the rule's budget applies to: created at 0 if
+# need be and locked, after the account's windows (and the hour's), rules in their text's order.
+LOCK_SELLER_WINDOWS = """
+INSERT INTO seller_spend_windows (account_id, host, path, "window", start, spent)
+VALUES (:account_id, :host, :path, 'daily', :day_start, 0),
+       (:account_id, :host, :path, 'monthly', :month_start, 0)
+ON CONFLICT (account_id, host, path, "window", start)
+DO UPDATE SET spent = seller_spend_windows.spent
+RETURNING "window", spent
+"""
+
+# As ADD_SPEND, for an allow rule's budget windows: the database guards the rule's caps too.
+ADD_SELLER_SPEND = """
+UPDATE seller_spend_windows SET spent = spent + :amount
+WHERE account_id = :account_id AND host = :host AND path = :path
+AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
+AND spent + :amount <= COALESCE(
+    CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
+                  ELSE CAST(:monthly_cap AS BIGINT) END,
+    spent + :amount)
+"""
+
+ADD_SELLER_SPEND_OR_FAIL = (
+    f"WITH added AS ({ADD_SELLER_SPEND.strip()}\nRETURNING 1)\n"
+    "SELECT 1 / (CASE WHEN count(*) = 2 THEN 1 ELSE 0 END) FROM added"
+)
+
 _SIGNATURE_COLUMN_LIST = ", ".join(SIGNATURE_COLUMNS)
 
 # A signature's values come as one tuple in ``SIGNATURE_COLUMNS`` order: positional parameters.
@@ -122,7 +174,8 @@ def key_holder_with_grants_sql(host_count: int) -> str:
     that every request makes first."""
     placeholders = ", ".join(f":h{i}" for i in range(host_count))
     return (
-        f"SELECT {_HOLDER_COLUMNS}, r.kind, r.host, r.path{_KEY_HOLDER_FROM}\n"
+        f"SELECT {_HOLDER_COLUMNS}, r.kind, r.host, r.path, r.cap_daily, r.cap_monthly"
+        f"{_KEY_HOLDER_FROM}\n"
         f"LEFT JOIN policy_rules r ON r.account_id = k.account_id AND r.host IN ({placeholders})\n"
         f"WHERE {_LIVE_KEY}\n"
     )
@@ -133,6 +186,6 @@ def grants_sql(host_count: int) -> str:
     # Only generated placeholder names are interpolated; the hosts are bound parameters.
     placeholders = ", ".join(f":h{i}" for i in range(host_count))
     return (
-        "SELECT kind, host, path FROM policy_rules "  # noqa: S608
+        "SELECT kind, host, path, cap_daily, cap_monthly FROM policy_rules "  # noqa: S608
         f"WHERE account_id = :account_id AND host IN ({placeholders})"
     )

@@ -10,11 +10,12 @@ from typing import Any
 from paysign.policy.caps import Window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
+from paysign.policy.seller_budgets import SellerBudget
 from paysign.store import signing_sql as sql
 from paysign.store.pending_queue import PendingStatements
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRecord
-from paysign.store.signing_batch import FirstReads, ReadAhead, SpendTotal
+from paysign.store.signing_batch import FirstReads, HourTotal, ReadAhead, SellerTotal, SpendTotal
 
 
 def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
@@ -27,15 +28,20 @@ def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
         wallet_id=row[3],
         wallet_address=row[4],
         sealed_wallet_key=bytes(row[5]),
-        policy=settings_from_values(row[6:13]),
+        policy=settings_from_values(row[6:16]),
     )
 
 
 def holder_with_grants(rows: Sequence[Sequence[Any]]) -> tuple[KeyHolder | None, list[Grant]]:
     if not rows:
         return None, []
-    grants = [Grant(kind, Rule(host, path)) for *_, kind, host, path in rows if kind]
+    grants = [_grant(*row[-5:]) for row in rows if row[-5]]
     return _holder(rows[0]), grants
+
+
+def _grant(kind: Any, host: str, path: str, daily: int | None, monthly: int | None) -> Grant:
+    budget = SellerBudget(daily, monthly) if daily is not None or monthly is not None else None
+    return Grant(kind, Rule(host, path), budget)
 
 
 #: A record's values in ``SIGNATURE_COLUMNS`` order: the one plain tuple per signature that
@@ -51,6 +57,28 @@ def spend_params(total: SpendTotal) -> dict[str, Any]:
         "amount": total.amount,
         "daily_cap": total.caps.daily,
         "monthly_cap": total.caps.monthly,
+    }
+
+
+def hour_spend_params(total: HourTotal) -> dict[str, Any]:
+    return {
+        "account_id": total.account_id,
+        "hour_start": total.hour.start,
+        "amount": total.amount,
+        "hourly_cap": total.cap,
+    }
+
+
+def seller_spend_params(total: SellerTotal) -> dict[str, Any]:
+    return {
+        "account_id": total.account_id,
+        "host": total.rule.host,
+        "path": total.rule.path,
+        "day_start": total.day.start,
+        "month_start": total.month.start,
+        "amount": total.amount,
+        "daily_cap": total.budget.daily,
+        "monthly_cap": total.budget.monthly,
     }
 
 
@@ -104,7 +132,7 @@ class SqlStatements(PendingStatements):
         self._cur.execute(
             self._sql(sql.grants_sql(len(hosts))), {"account_id": account_id, **names}
         )
-        return [Grant(kind, Rule(host, path)) for kind, host, path in self._cur.fetchall()]
+        return [_grant(*row) for row in self._cur.fetchall()]
 
     def reserve(self, total: SpendTotal) -> tuple[int, int] | None:
         params = spend_params(total)
@@ -126,6 +154,34 @@ class SqlStatements(PendingStatements):
 
     def add_spend(self, total: SpendTotal) -> bool:
         self._cur.execute(self._sql(sql.ADD_SPEND), spend_params(total))
+        return bool(self._cur.rowcount == 2)
+
+    def lock_hour(self, account_id: str, hour: Window) -> int:
+        params = {"account_id": account_id, "hour_start": hour.start}
+        self._cur.execute(self._sql(sql.LOCK_HOUR), params)
+        row = self._cur.fetchone()
+        return int(row[0])
+
+    def add_hour_spend(self, total: HourTotal) -> bool:
+        self._cur.execute(self._sql(sql.ADD_HOUR_SPEND), hour_spend_params(total))
+        return bool(self._cur.rowcount == 1)
+
+    def lock_seller_windows(
+        self, account_id: str, rule: Rule, day: Window, month: Window
+    ) -> tuple[int, int]:
+        params = {
+            "account_id": account_id,
+            "host": rule.host,
+            "path": rule.path,
+            "day_start": day.start,
+            "month_start": month.start,
+        }
+        self._cur.execute(self._sql(sql.LOCK_SELLER_WINDOWS), params)
+        spent = {name: int(value) for name, value in self._cur.fetchall()}
+        return spent["daily"], spent["monthly"]
+
+    def add_seller_spend(self, total: SellerTotal) -> bool:
+        self._cur.execute(self._sql(sql.ADD_SELLER_SPEND), seller_spend_params(total))
         return bool(self._cur.rowcount == 2)
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:

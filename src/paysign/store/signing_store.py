@@ -25,6 +25,8 @@ from typing import Protocol
 
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Grant
+from paysign.policy.rules import Rule
+from paysign.policy.seller_budgets import SellerBudget
 from paysign.store.database import Database
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
@@ -50,9 +52,17 @@ class SigningTransaction(Protocol):
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]: ...
 
     def reserve(
-        self, account_id: str, amount: int, day: Window, month: Window, caps: Caps
+        self,
+        account_id: str,
+        amount: int,
+        day: Window,
+        month: Window,
+        caps: Caps,
+        hour: Window | None = None,
+        budgets: Sequence[tuple[Rule, SellerBudget]] = (),
     ) -> CapHit | None:
-        """Add ``amount`` to both windows, or to neither and say which cap refused."""
+        """Add ``amount`` to the windows (the ``hour`` too when ``caps.hourly`` is set, and each
+        of ``budgets``' windows), or to none and say which cap refused."""
         ...
 
     def insert_signature(self, record: SignatureRecord) -> None: ...
