@@ -67,6 +67,7 @@ def test_every_api_operation_is_described() -> None:
     assert described_operations(DOCUMENT) == {
         "POST /wallets/signatures",
         "POST /wallets/testnet/funds",
+        "GET /wallets/status",
         "GET /catalog",
         "GET /buyers/catalog",
         "GET /catalog/full.json",

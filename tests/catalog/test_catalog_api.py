@@ -7,8 +7,15 @@ import json
 
 import pytest
 
-from conftest import ok_json, paysign, signature_body
+from conftest import PAY_TO, ok_json, paysign, signature_body
+from paysign.config import Settings
 from paysign.services.catalog import demo_catalog, import_catalog, seed_demo_catalog
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """An operator who names whom listings are paid (there is no default payee)."""
+    return settings.model_copy(update={"catalog_pay_to": PAY_TO})
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -85,6 +86,7 @@ def test_a_refusal_exits_1_with_the_problem_title(buyer: Buyer, sellers: Sellers
     assert result.stdout == ""
     assert "error: Seller approval pending" in result.stderr
     assert "localhost" in result.stderr
+    assert re.search(r"what to do: http\S+/problems/allow-pending", result.stderr)
 
 
 def test_a_spend_cap_refusal_names_the_cap(buyer: Buyer, sellers: Sellers) -> None:
@@ -103,7 +105,9 @@ def test_a_bad_key_exits_1_unauthorized(buyer: Buyer, sellers: Sellers) -> None:
 def test_a_price_over_max_usdc_exits_3_unsigned(buyer: Buyer, sellers: Sellers) -> None:
     result = run(buyer, "pay", sellers.url + "/v2/expensive", "--sandbox", "--max-usdc", "0.5")
     assert result.exit_code == 3
-    assert "PriceExceedsLimit" in result.stderr and "5 USDC" in result.stderr
+    assert "error: The price is above your limit" in result.stderr and "5 USDC" in result.stderr
+    assert "Raise the limit (--max-usdc)" in result.stderr
+    assert "PriceExceedsLimit" not in result.stderr
     assert result.stdout == ""
     assert buyer.ledger() == []
 
@@ -127,13 +131,37 @@ def test_a_seller_error_exits_4_with_its_body(buyer: Buyer, sellers: Sellers) ->
     result = run(buyer, "pay", sellers.url + "/no-such-path")
     assert result.exit_code == 4
     assert json.loads(result.stdout) == {"detail": "Not Found"}
-    assert "HTTP 404" in result.stderr
+    assert "answered HTTP 404 before asking for a payment: nothing was paid" in result.stderr
+    assert "no payment needed" not in result.stderr
 
 
 def test_an_unreachable_seller_exits_5(buyer: Buyer) -> None:
     result = run(buyer, "pay", f"http://127.0.0.1:{free_port()}/x")
     assert result.exit_code == 5
-    assert "could not reach" in result.stderr
+    assert "error: Could not reach" in result.stderr and "Nothing was paid" in result.stderr
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"paysign {version('paysign')}\n"
+
+
+def test_an_unreachable_service_says_what_to_check(buyer: Buyer, sellers: Sellers) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["pay", sellers.url + "/v2/weather/paris", "--sandbox"],
+        env={
+            "PAYSIGN_API_KEY": buyer.api_key,
+            "PAYSIGN_BASE_URL": f"http://127.0.0.1:{free_port()}",
+        },
+    )
+    assert result.exit_code == 5, result.stderr
+    assert "error: paysign could not be reached" in result.stderr
+    assert "PAYSIGN_BASE_URL" in result.stderr and "Nothing was signed" in result.stderr
+    assert "SigningUnavailable" not in result.stderr
 
 
 def test_the_installed_command(buyer: Buyer, sellers: Sellers) -> None:

@@ -164,7 +164,7 @@ def test_the_catalog_is_read_and_revalidated_with_its_etag(
     assert transport.statuses == [200, 304]
     assert again == first
     assert {x["name"] for x in first["catalog"]} == {x["name"] for x in catalog["catalog"]}
-    assert first["sandboxPaymentDetails"][0]["network"] == "eip155:84532"
+    assert set(first) == {"paymentDetails", "sandboxPaymentDetails", "catalog"}
     with pytest.raises(Unauthorized):
         PaysignSigner("psk_nope", buyer.service).catalog()
     assert PaysignSigner(buyer.api_key, buyer.service).catalog() == first

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from paysign.connector.bazaar import normalise_item
+from paysign.connector.builtin_tools import usdc_amount
 from paysign.connector.payment import ToolFailure
-from paysign.connector.tools import usdc_amount
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from paysign.services.catalog import demo_catalog, import_catalog
 from .conftest import Buyer, World, connect, make_buyer
 
 CATALOG_TOOLS = {"market_quote", "company_filings", "weather_forecast", "translate_text"}
+BUILT_IN_TOOLS = {"pay_x402", "search_bazaar", "wallet_status"}
 
 
 def run(coro: Any) -> Any:
@@ -85,13 +86,13 @@ def test_list_tools_in_both_protocol_eras(world: World, buyer: Buyer) -> None:
             assert weather.input_schema["required"] == ["city"]
             assert weather.input_schema["properties"]["sandbox"]["type"] == "boolean"
             assert "sandbox" not in by_name["company_filings"].input_schema["properties"]
-            assert "body" in by_name["translate_text"].input_schema["properties"]
+            assert "text" in by_name["translate_text"].input_schema["properties"]
             return set(by_name), client.session
 
     names, _ = run(scenario("legacy"))
-    assert names == CATALOG_TOOLS | {"pay_x402", "search_bazaar"}  # no OPEN_ECOSYSTEM tool
+    assert names == CATALOG_TOOLS | BUILT_IN_TOOLS  # no OPEN_ECOSYSTEM tool
     names, _ = run(scenario("auto"))  # 2026-07-28, stateless envelope
-    assert names == CATALOG_TOOLS | {"pay_x402", "search_bazaar"}
+    assert names == CATALOG_TOOLS | BUILT_IN_TOOLS
 
 
 def test_catalog_tool_pays_and_settles_on_chain(world: World, buyer: Buyer) -> None:

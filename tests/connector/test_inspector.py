@@ -104,10 +104,10 @@ def test_inspector_lists_the_tools_with_an_api_key(
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    for name in (*listed, "pay_x402", "search_bazaar"):
+    for name in (*listed, "pay_x402", "search_bazaar", "wallet_status"):
         assert name in result.stdout, (name, output)
     names = {tool["name"] for tool in json.loads(result.stdout)["result"]["tools"]}
-    assert names == listed | {"pay_x402", "search_bazaar"}
+    assert names == listed | {"pay_x402", "search_bazaar", "wallet_status"}
     assert account["api_key"] not in output  # the key is never echoed
 
     refused = inspector(tmp_path / "home-nokey", url, "--format", "json")
@@ -115,5 +115,5 @@ def test_inspector_lists_the_tools_with_an_api_key(
     # Exit 3 with {"error": {"code": "auth_required", ... "Unauthorized"}}: the server's 401.
     assert refused.returncode != 0, output
     assert any(word in output for word in ("401", "Unauthorized", "auth_required")), output
-    for name in (*listed, "pay_x402", "search_bazaar"):
+    for name in (*listed, "pay_x402", "search_bazaar", "wallet_status"):
         assert name not in refused.stdout, (name, output)

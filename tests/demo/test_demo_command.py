@@ -4,14 +4,19 @@ stops all of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from conftest import PAYSIGN, free_port, ok_json, paysign
 from paysign.chain.devchain import DEV_TREASURY_KEY, USDC_ADDRESS
@@ -21,6 +26,17 @@ from paysign.chain.treasury import parse_private_key
 from .conftest import SANDBOX, address, b64json, payment_required
 
 PASSWORD = "correct horse battery"
+
+
+async def search_bazaar(mcp_url: str, api_key: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {api_key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(mcp_url, http_client=http)) as client,
+    ):
+        result = await client.call_tool("search_bazaar", {"query": "fact"})
+    assert not result.is_error, result.content
+    return dict(result.structured_content or {})
 
 
 def _wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -107,6 +123,11 @@ def test_paysign_demo_runs_everything_and_stops_on_ctrl_c(tmp_path: Path) -> Non
         assert paid.status_code == 200, paid.text
         assert paid.json()["city"] == "Lisbon"
         assert b64json(paid.headers["PAYMENT-RESPONSE"])["success"] is True
+
+        # The connector's search_bazaar reads the demo's own index, offline.
+        assert "bazaar" in log.read_text()
+        found = asyncio.run(asyncio.wait_for(search_bazaar(f"{service}/mcp", api_key), 60))
+        assert [r["url"] for r in found["results"]] == [f"{sellers}/facts/v1/fact"]
 
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)  # a terminal's Ctrl-C

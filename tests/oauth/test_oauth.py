@@ -118,6 +118,7 @@ def test_metadata_issuer_matches_the_protected_resource_metadata(service: Servic
     for path in (
         "/.well-known/oauth-authorization-server/oauth",
         "/oauth/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-authorization-server",  # the 2025-03-26 MCP spec's place
     ):
         doc = httpx.get(service.url + path).json()
         assert doc["issuer"] == service.auth_url  # byte for byte
@@ -125,7 +126,7 @@ def test_metadata_issuer_matches_the_protected_resource_metadata(service: Servic
         assert doc["registration_endpoint"] == f"{service.auth_url}/register"
         assert "none" in doc["token_endpoint_auth_methods_supported"]
         assert doc["authorization_response_iss_parameter_supported"] is True
-        assert doc["scopes_supported"] == [f"{service.mcp_url}/access"]
+        assert doc["scopes_supported"] == [f"{service.mcp_url}/access", "offline_access"]
 
 
 # ---- the whole flow with the official MCP client ----
@@ -177,6 +178,8 @@ def test_sdk_client_signs_in_lists_tools_and_cannot_pay_yet(service: Service, us
     assert storage.tokens is not None and storage.tokens.refresh_token
     assert storage.client is not None
     assert storage.tokens.scope == f"{service.mcp_url}/access"
+    # The SDK asks for offline_access since the metadata lists it; it is granted, not refused.
+    assert "offline_access" in (storage.client.scope or "").split()
 
 
 # ---- refresh, rotation, revocation ----
@@ -190,7 +193,9 @@ def test_refresh_rotates_and_reuse_revokes_the_family(service: Service, user: Us
     second = r.json()
     assert second["refresh_token"] != first["refresh_token"]
     assert mcp_post(service, second["access_token"]).status_code != 401
-    # The rotated refresh token is dead; presenting it again revokes everything it led to.
+    # The rotated refresh token is dead; presenting it again (after the grace a client that
+    # lost the answer has to retry: test_refresh_retry.py) revokes everything it led to.
+    service.clock.advance(service.runtime.settings.oauth_refresh_retry_grace_seconds + 1)
     again = refresh(service, client, first["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
     assert is_invalid_token(mcp_post(service, second["access_token"]))
@@ -385,8 +390,11 @@ def test_totp_code_is_usable_once(service: Service, user: User) -> None:
     browser, http, login, page = _sign_in_page(service, user)
     with contextlib.closing(http):
         r = browser.sign_in(http, login, page, code=code)
-        assert r.status_code == 401 and "was already used" not in r.text
-        assert "Each authenticator code works once" in r.text
+        # Told apart from a wrong code: the password was right, the code is simply spent.
+        assert r.status_code == 401 and "was already used to sign in" in r.text
+        assert "wait for the next code" in r.text
+        wrong = browser.sign_in(http, login, page, password="not the password", code=code)
+        assert wrong.status_code == 401 and "was already used" not in wrong.text
         # The next step's code is accepted (±1 step of clock drift).
         r = browser.sign_in(http, login, page, code=user.code(service.clock, 1))
         assert r.status_code == 303

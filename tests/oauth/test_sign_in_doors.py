@@ -45,6 +45,7 @@ def test_a_code_used_in_the_portal_does_not_open_an_oauth_sign_in(
         replayed = browser.sign_in(http, login, page, code=code)
         assert replayed.status_code == 401
         assert "consent" not in replayed.headers.get("location", "")
+        assert "was already used to sign in" in replayed.text  # not "not correct"
 
 
 def test_a_code_used_for_oauth_does_not_open_the_portal(service: Service, user: User) -> None:
@@ -52,7 +53,9 @@ def test_a_code_used_for_oauth_does_not_open_the_portal(service: Service, user: 
     browser, http, login, page = _login_page(service, user)
     with contextlib.closing(http):
         assert browser.sign_in(http, login, page, code=code).status_code == 303
-    assert _portal_sign_in(service, user, code).status_code == 401
+    refused = _portal_sign_in(service, user, code)
+    assert refused.status_code == 401
+    assert "was already used to sign in" in refused.text
 
 
 def test_an_oversized_or_unsized_form_is_refused_unread(service: Service, user: User) -> None:

@@ -152,9 +152,30 @@ def test_a_replayed_refresh_token_revokes_its_family(
     assert grant is not None
     second = grants.rotate(first.refresh_token, grant)
     assert second is not None and grants.resolve(second.access_token) is not None
+    clock.advance(grants.config.refresh_grace + 1)  # no longer a retry of a lost answer
     assert grants.load_refresh(first.refresh_token) is None
     assert grants.load_refresh(second.refresh_token) is None
     assert grants.resolve(second.access_token) is None
+
+
+def test_a_refresh_retried_within_the_grace_gets_the_same_pair(
+    grants: AuthorizationService, signer: Signer, clock: FrozenClock
+) -> None:
+    first = _tokens(grants, signer, clock)
+    grant = grants.load_refresh(first.refresh_token)
+    assert grant is not None
+    second = grants.rotate(first.refresh_token, grant)
+    assert second is not None
+    clock.advance(grants.config.refresh_grace)
+    again = grants.load_refresh(first.refresh_token)
+    assert again is not None
+    retried = grants.rotate(first.refresh_token, again)
+    assert retried is not None
+    assert (retried.access_token, retried.refresh_token) == (
+        second.access_token,
+        second.refresh_token,
+    )
+    assert grants.resolve(second.access_token) is not None
 
 
 def test_revoking_needs_the_client_the_token_was_issued_to(

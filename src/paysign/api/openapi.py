@@ -16,6 +16,7 @@ from paysign.api import openapi_schemas as schemas
 from paysign.config import Settings
 from paysign.http.problems import PROBLEM_TYPES
 from paysign.protocol.networks import AssetRegistry
+from paysign.services.budget import STATUS_DOCUMENT_SCHEMA
 
 Schema = dict[str, Any]
 
@@ -42,6 +43,7 @@ _RETRY_AFTER_SLUGS = frozenset({"test-funds-rate-limited", DATABASE_UNAVAILABLE}
 
 _REF = "#/components/"
 _JSON = "application/json"
+_STRING = {"type": "string"}
 _PROBLEM_JSON = "application/problem+json"
 
 
@@ -207,6 +209,27 @@ def _test_funds_operation(problem_base: str) -> Schema:
     }
 
 
+def _wallet_status_operation(problem_base: str) -> Schema:
+    seller = "A seller's URL or host/path: also say whether it waits for approval."
+    return {
+        "get": {
+            "operationId": "getWalletStatus",
+            "summary": "What the caller's wallet can still spend: each cap's room and reset, "
+            "pending approvals, the sandbox balance, the API key's expiry",
+            "tags": ["wallet"],
+            "security": [{"apiKey": []}],
+            "parameters": [
+                {"name": "seller", "in": "query", "description": seller, "schema": _STRING}
+            ],
+            "responses": {
+                "200": _response("The wallet's status", _JSON, STATUS_DOCUMENT_SCHEMA),
+                "401": _unauthorized(),
+                **_problems(problem_base, ["malformed-request", DATABASE_UNAVAILABLE]),
+            },
+        }
+    }
+
+
 def _status_operation(problem_base: str, summary: str, operation_id: str, *statuses: int) -> Schema:
     status_schema = {"$ref": f"{_REF}schemas/Status"}
     responses = {
@@ -361,6 +384,7 @@ def openapi_document(settings: Settings, registry: AssetRegistry) -> dict[str, A
         "paths": {
             "/wallets/signatures": _signing_operation(problem_base),
             "/wallets/testnet/funds": _test_funds_operation(problem_base),
+            "/wallets/status": _wallet_status_operation(problem_base),
             "/catalog": catalog,
             "/buyers/catalog": _catalog_operation(
                 "The catalog (the same document as /catalog)",

@@ -295,6 +295,11 @@ def _listing(tiers: list[str]) -> Schema:
             "key": {"type": "string", "minLength": 1},
             "description": {"type": "string"},
             "required": {"type": "boolean"},
+            # paysign's own, optional: the connector's tool schema for the argument.
+            "type": {"type": "string", "enum": ["string", "integer", "number", "boolean"]},
+            "enum": {"type": "array", "minItems": 1},
+            "minimum": {"type": "number"},
+            "maximum": {"type": "number"},
         },
     }
     inputs = {"type": "array", "items": input_item}

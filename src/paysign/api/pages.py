@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from paysign.http.problem_pages import problem_page_html
 from paysign.http.problems import PROBLEM_TYPES, UNAVAILABLE_HEADERS, problem_response
 
 
@@ -35,35 +35,11 @@ def make_readyz(probe: Callable[[], bool]) -> Any:
     return readyz
 
 
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title} — paysign</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;
-color:#1b1f24}}code{{background:#f2f4f7;padding:0 .25em;border-radius:3px}}
-.status{{color:#57606a}}</style></head>
-<body><p class="status">paysign problem type · HTTP {status}</p><h1>{title}</h1>
-<h2>What happened</h2><p>{explanation}</p><h2>What to do</h2><p>{remedy}</p>
-<p class="status">{retry}</p></body></html>"""
-
-
-def make_problem_page(problem_base: str) -> Any:
+def make_problem_page(problem_base: str, portal_url: str) -> Any:
     async def problem_page(request: Request) -> Response:
         kind = PROBLEM_TYPES.get(request.path_params["slug"])
         if kind is None:
             return problem_response(problem_base, "not-found", "no such problem type")
-        retry = (
-            "Retrying the same request may succeed."
-            if kind.retryable
-            else "Retrying the same request unchanged will not help."
-        )
-        return HTMLResponse(
-            _PAGE.format(
-                title=html.escape(kind.title),
-                status=kind.status,
-                explanation=html.escape(kind.explanation),
-                remedy=html.escape(kind.remedy),
-                retry=retry,
-            )
-        )
+        return HTMLResponse(problem_page_html(kind, portal_url))
 
     return problem_page

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from paysign.catalog.inputs import check_input_item
 from paysign.catalog.match import template_of
 from paysign.errors import InvalidCatalog
 from paysign.policy.decide import Tier
@@ -88,7 +89,9 @@ def _type_name(kind: type | tuple[type, ...]) -> str:
 
 def _inputs(entry: dict[str, Any], at: str, method: str) -> None:
     inputs = _require(entry, "inputs", dict, at)
-    for kind in _INPUT_KINDS:
+    # A body in another shape than a list of fields is passed through as one JSON object.
+    body_fields = ("body",) if isinstance(inputs.get("body"), list) else ()
+    for kind in (*_INPUT_KINDS, *body_fields):
         items = _require(inputs, kind, list, f"{at}/inputs")
         seen: set[str] = set()
         for i, item in enumerate(items):
@@ -98,6 +101,7 @@ def _inputs(entry: dict[str, Any], at: str, method: str) -> None:
             key = _require(item, "key", str, where)
             _require(item, "description", str, where)
             _require(item, "required", bool, where)
+            check_input_item(item, where)
             if not key or key in seen:
                 raise InvalidCatalog(f"{where}/key", f"{key!r} is empty or repeated")
             seen.add(key)

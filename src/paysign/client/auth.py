@@ -12,7 +12,7 @@ until ``validBefore``, never signed again — is kept at two levels:
 - :class:`~paysign.client.retry.PaidRetryTransport` (and its async twin) re-sends a paid
   request that failed in transit (connection refused or reset, timeout, truncated answer) with
   the same header, until the signature is about to expire; then
-  :class:`~paysign.client.errors.SellerUnreachable`. ``PaysignClient`` installs it.
+  :class:`~paysign.client.payment_errors.SellerUnreachable`. ``PaysignClient`` installs it.
 - Without that transport, the auth keeps the unanswered signature: sending the same request
   again through the same :class:`PaysignAuth` before ``validBefore`` reuses it.
 
@@ -35,12 +35,12 @@ from typing import Any
 
 import httpx
 
-from paysign.client.errors import (
+from paysign.client.payment import Payment
+from paysign.client.payment_errors import (
     InvalidPaymentRequired,
     PaymentRejected,
     PriceExceedsLimit,
 )
-from paysign.client.payment import Payment
 from paysign.client.signer import PaysignSigner, Signature
 from paysign.client.wire import (
     SANDBOX_HEADER,
@@ -131,7 +131,7 @@ class PaysignAuth(httpx.Auth):
     - ``network``: the network to pay on (CAIP-2 or alias); default Base mainnet, or Base
       Sepolia in sandbox mode. A testnet payment without ``sandbox`` is a live payment.
     - ``max_amount``: base units; a higher price raises
-      :class:`~paysign.client.errors.PriceExceedsLimit` before anything is signed.
+      :class:`~paysign.client.payment_errors.PriceExceedsLimit` before anything is signed.
     - ``usdc``: CAIP-2 network → USDC contract, if not Circle's.
     - ``on_event``: called with ``(kind, message)`` as the payment progresses (``signing``,
       ``paying``, ``paid``), e.g. to update a spinner.

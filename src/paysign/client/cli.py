@@ -1,7 +1,9 @@
-"""The buyer's commands: ``paysign pay``, ``paysign call`` and ``paysign catalog list``.
+"""The buyer's commands: ``paysign pay`` and ``paysign call`` (``paysign catalog list`` is
+``catalog_cli``; what they print, ``cli_output``; their shared options, ``cli_options``).
 
 The seller's answer goes to stdout, byte for byte; everything else (the spinner, the payment
-summary, errors) goes to stderr, so ``paysign pay URL > out.json`` keeps only the answer.
+summary, notes, errors with what to do) goes to stderr, so ``paysign pay URL > out.json`` keeps
+only the answer. A live payment to a seller whose listing offers a sandbox gets a note first.
 
 Exit codes:
 
@@ -26,99 +28,22 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 
-from paysign.client.auth import payment_of
-from paysign.client.catalog import build_listing_request, filter_listings, find_listing, listings_of
+from paysign.client.catalog import build_listing_request, find_listing
+from paysign.client.catalog_cli import sandbox_note
+from paysign.client.cli_options import max_amount, payment_options, service_options
+from paysign.client.cli_output import deliver, escape, note, outcomes, stderr_console
 from paysign.client.clients import PaysignClient
-from paysign.client.errors import (
-    ListingError,
-    PaymentError,
-    PaysignClientError,
-    PaysignProblem,
-    SellerUnreachable,
-    SigningUnavailable,
-)
-from paysign.client.payment import Payment
-from paysign.client.signer import API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL, PaysignSigner
-from paysign.client.wire import format_usdc, parse_usdc
+from paysign.client.signer import PaysignSigner
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_NOT_PAID = 3
-EXIT_SELLER_ERROR = 4
-EXIT_UNREACHABLE = 5
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _stderr() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _fail(console: Console, code: int, title: str, detail: str = "") -> NoReturn:
-    console.print(f"[bold red]error:[/] {_escape(title)}")
-    if detail:
-        console.print(f"  {_escape(detail)}")
-    sys.exit(code)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
-def _service_options(func: F) -> F:
-    func = click.option(
-        "--base-url",
-        envvar=BASE_URL_ENV,
-        default=DEFAULT_BASE_URL,
-        show_default=True,
-        help=f"The paysign service [env {BASE_URL_ENV}].",
-    )(func)
-    return click.option(
-        "--api-key",
-        envvar=API_KEY_ENV,
-        default=None,
-        help=f"Your paysign API key [env {API_KEY_ENV}].",
-    )(func)
-
-
-def _payment_options(func: F) -> F:
-    func = click.option(
-        "--network",
-        default=None,
-        help="Network to pay on (default eip155:8453, or eip155:84532 with --sandbox).",
-    )(func)
-    func = click.option(
-        "--max-usdc",
-        default=None,
-        metavar="AMOUNT",
-        help="Refuse to pay more than AMOUNT USDC (checked before anything is signed).",
-    )(func)
-    return click.option(
-        "--sandbox",
-        is_flag=True,
-        help="Pay on the testnet (X-Sandbox-Mode: true to paysign and the seller).",
-    )(func)
-
-
-def _max_amount(max_usdc: str | None) -> int | None:
-    if max_usdc is None:
-        return None
-    try:
-        return parse_usdc(max_usdc)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--max-usdc") from None
+#: Added to the error when a live payment was not accepted by a seller that has a sandbox.
+LIVE_HINT = "This seller offers a sandbox: run the same command with --sandbox to use test USDC."
 
 
 @contextlib.contextmanager
@@ -128,67 +53,7 @@ def _spinner(console: Console, message: str) -> Iterator[Callable[[str, str], No
         yield lambda kind, text: None
         return
     with console.status(message) as status:
-        yield lambda kind, text: status.update(f"{_escape(text)}…")
-
-
-@contextlib.contextmanager
-def _outcomes(console: Console) -> Iterator[None]:
-    """Turn the client's exceptions into a message on stderr and the exit code."""
-    try:
-        yield
-    except PaysignProblem as exc:
-        _fail(console, EXIT_REFUSED, exc.title, exc.detail)
-    except (SigningUnavailable, SellerUnreachable) as exc:
-        _fail(console, EXIT_UNREACHABLE, type(exc).__name__, str(exc))
-    except PaymentError as exc:
-        _fail(console, EXIT_NOT_PAID, type(exc).__name__, str(exc))
-    except ListingError as exc:
-        _fail(console, EXIT_USAGE, str(exc))
-    except PaysignClientError as exc:
-        _fail(console, EXIT_NOT_PAID, type(exc).__name__, str(exc))
-    except httpx.TransportError as exc:
-        _fail(console, EXIT_UNREACHABLE, f"could not reach {_where(exc)}", str(exc) or repr(exc))
-
-
-def _where(exc: httpx.TransportError) -> str:
-    try:
-        return str(exc.request.url)
-    except RuntimeError:
-        return "the server"
-
-
-def _summary(console: Console, response: httpx.Response, payment: Payment | None) -> None:
-    status = f"HTTP {response.status_code}"
-    if payment is None:
-        console.print(f"no payment needed ({status})")
-        return
-    mode = "sandbox" if payment.sandbox else "live"
-    console.print(
-        f"[bold green]paid[/] {payment.usdc} USDC on {payment.network} ({mode}) → {status}"
-    )
-    rows = [
-        ("seller", payment.seller_url),
-        ("pay to", payment.pay_to),
-        ("amount", f"{payment.amount} base units"),
-        ("transaction", payment.transaction or "(the seller sent no settlement receipt)"),
-        ("nonce", payment.nonce),
-    ]
-    if payment.attempts > 1:
-        rows.append(("attempts", f"{payment.attempts} (same signature)"))
-    for label, value in rows:
-        console.print(f"  {label:<12} {_escape(value)}")
-
-
-def _deliver(console: Console, response: httpx.Response) -> None:
-    """The answer to stdout, the summary to stderr, and the exit code."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(response.content)
-    if sys.stdout.isatty() and not response.content.endswith(b"\n"):
-        sys.stdout.buffer.write(b"\n")  # keep the summary off the answer's last line
-    sys.stdout.buffer.flush()
-    _summary(console, response, payment_of(response))
-    if response.status_code >= 400:
-        sys.exit(EXIT_SELLER_ERROR)
+        yield lambda kind, text: status.update(f"{escape(text)}…")
 
 
 def _client(
@@ -205,7 +70,7 @@ def _client(
             signer=PaysignSigner(api_key, base_url),
             sandbox=sandbox,
             network=network,
-            max_amount=_max_amount(max_usdc),
+            max_amount=max_amount(max_usdc),
             on_event=on_event,
             timeout=timeout,
         )
@@ -239,8 +104,8 @@ def _parse_headers(values: tuple[str, ...]) -> list[tuple[str, str]]:
 @click.option(
     "-d", "--data", default=None, help="Request body (POST by default); @FILE or @- for stdin."
 )
-@_payment_options
-@_service_options
+@payment_options
+@service_options
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per call.")
 def pay(
     url: str,
@@ -258,7 +123,7 @@ def pay(
 
     The answer goes to stdout; the payment (amount, network, transaction) to stderr.
     """
-    console = _stderr()
+    console = stderr_console()
     headers = _parse_headers(header)
     body = _read_data(data) if data is not None else None
     if body is not None and not any(k.lower() == "content-type" for k, _ in headers):
@@ -268,13 +133,17 @@ def pay(
         except ValueError:
             headers.append(("Content-Type", "application/x-www-form-urlencoded"))
     verb = (method or ("POST" if body is not None else "GET")).upper()
+    live_hints: list[str] = []
     with (
-        _outcomes(console),
+        outcomes(console, live_hints=live_hints),
         _spinner(console, f"calling {url}…") as on_event,
         _client(api_key, base_url, sandbox, network, max_usdc, on_event, timeout) as http,
     ):
+        if not sandbox and (text := sandbox_note(http.signer, url)):
+            note(console, text)
+            live_hints.append(LIVE_HINT)
         response = http.request(verb, url, headers=headers, content=body)
-    _deliver(console, response)
+    deliver(console, response, sandbox=sandbox)
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
@@ -298,8 +167,8 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, Any]:
 @click.command("call")
 @click.argument("name")
 @click.argument("params", nargs=-1, metavar="[KEY=VALUE | KEY:=JSON]...")
-@_payment_options
-@_service_options
+@payment_options
+@service_options
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per call.")
 def call(
     name: str,
@@ -316,15 +185,23 @@ def call(
     Inputs are KEY=VALUE (a string) or KEY:=JSON; each goes where the listing says (path,
     query, header or body). The answer goes to stdout, the payment to stderr.
     """
-    console = _stderr()
+    console = stderr_console()
     values = _parse_params(params)
+    live_hints: list[str] = []
     with (
-        _outcomes(console),
+        outcomes(console, live_hints=live_hints),
         _spinner(console, f"calling {name}…") as on_event,
         _client(api_key, base_url, sandbox, network, max_usdc, on_event, timeout) as http,
     ):
         listing = find_listing(http.signer.catalog(), name)
         request = build_listing_request(listing, values, sandbox=sandbox)
+        if not sandbox and listing.sandbox_available:
+            note(
+                console,
+                f"{name} offers a sandbox, and this call pays live, in real USDC. "
+                "Add --sandbox to pay with test USDC instead.",
+            )
+            live_hints.append(LIVE_HINT)
         response = http.request(
             request.method,
             request.url,
@@ -332,46 +209,4 @@ def call(
             headers=request.headers,
             json=request.body,
         )
-    _deliver(console, response)
-
-
-@click.command("list")
-@click.option(
-    "--tier", type=click.Choice(["PREMIUM", "STANDARD"], case_sensitive=False), default=None
-)
-@click.option("--tag", "tags", multiple=True, help="Only listings with this tag; repeatable.")
-@click.option("--json", "as_json", is_flag=True, help="Print the listings as a JSON array.")
-@_service_options
-def catalog_list(
-    tier: str | None, tags: tuple[str, ...], as_json: bool, api_key: str | None, base_url: str
-) -> None:
-    """List the catalog's paid services (Premium and Standard), from the paysign service."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = _stderr()
-    with _outcomes(console), PaysignSigner(api_key, base_url) as signer:
-        found = filter_listings(listings_of(signer.catalog()), tier=tier, tags=tags)
-    if as_json:
-        click.echo(json.dumps([listing.document for listing in found], indent=2))
-        return
-    out = Console(highlight=False)
-    if not out.is_terminal:
-        out = Console(highlight=False, width=200)
-    if not found:
-        console.print("no listing matches")
-        return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("NAME", "TIER", "USDC", "METHOD", "SANDBOX", "TAGS", "DESCRIPTION"):
-        table.add_column(column, justify="right" if column == "USDC" else "left")
-    for listing in found:
-        table.add_row(
-            listing.name,
-            listing.tier,
-            format_usdc(listing.price),
-            listing.method,
-            "yes" if listing.sandbox_available else "no",
-            ",".join(listing.tags),
-            listing.description,
-        )
-    out.print(table)
+    deliver(console, response, sandbox=sandbox)

@@ -16,6 +16,7 @@ import httpx
 from paysign.client.auth import EventHook, PaysignAuth
 from paysign.client.retry import AsyncPaidRetryTransport, PaidRetryTransport
 from paysign.client.signer import PaysignSigner
+from paysign.client.status import WalletStatus
 
 __all__ = ["AsyncPaysignClient", "PaysignClient"]
 
@@ -66,6 +67,10 @@ class PaysignClient(httpx.Client):
         kwargs.setdefault("timeout", 30.0)
         super().__init__(auth=self.paysign_auth, transport=PaidRetryTransport(transport), **kwargs)
 
+    def status(self, *, seller: str | None = None) -> WalletStatus:
+        """What the wallet can still spend (:meth:`PaysignSigner.status`)."""
+        return self.signer.status(seller=seller)
+
     def close(self) -> None:
         super().close()
         if self._owns_signer:
@@ -103,6 +108,9 @@ class AsyncPaysignClient(httpx.AsyncClient):
         super().__init__(
             auth=self.paysign_auth, transport=AsyncPaidRetryTransport(transport), **kwargs
         )
+
+    async def status(self, *, seller: str | None = None) -> WalletStatus:
+        return await self.signer.astatus(seller=seller)
 
     async def aclose(self) -> None:
         await super().aclose()

@@ -22,20 +22,23 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from paysign.client.payment import Payment
-from paysign.protocol.payment_required import Settlement
-from paysign.protocol.usdc import format_usdc
-
 
 class PaysignClientError(Exception):
-    """Base of everything :mod:`paysign.client` raises."""
+    """Base of everything :mod:`paysign.client` raises. ``title`` says what happened in words
+    (the exception's message has the details) and ``remedy`` what to do about it."""
 
     needs_human: ClassVar[bool] = False
     retryable: ClassVar[bool] = False
+    heading: ClassVar[str] = "The payment could not be completed"
+    advice: ClassVar[str] = ""
 
     @property
     def title(self) -> str:
-        return type(self).__name__
+        return self.heading
+
+    @property
+    def remedy(self) -> str:
+        return self.advice
 
 
 # ---- the service's answers --------------------------------------------------------------------
@@ -65,6 +68,11 @@ class PaysignProblem(PaysignClientError):
     def type(self) -> str:
         return str(self.problem.get("type") or "")
 
+    @property
+    def remedy(self) -> str:
+        """The problem type's page says what to do; it is the ``type`` URL."""
+        return f"what to do: {self.type}" if self.type.startswith("http") else self.advice
+
 
 class Unauthorized(PaysignProblem):
     """401: the API key is missing, invalid, expired or revoked (the service will not say which).
@@ -72,6 +80,10 @@ class Unauthorized(PaysignProblem):
 
     slug = "unauthorized"
     needs_human = True
+    advice = (
+        "Check the API key (--api-key or PAYSIGN_API_KEY): it may be mistyped, expired or "
+        "revoked. The account holder issues a new one in the portal."
+    )
 
 
 class PaymentRefused(PaysignProblem):
@@ -126,6 +138,47 @@ class SpendCapExceeded(PaymentRefused):
     @property
     def resets_at(self) -> str | None:
         return self.problem.get("resetsAt")
+
+
+class SpendingFrozen(PaymentRefused):
+    """The account holder froze all spending, live and sandbox; only they can unfreeze it."""
+
+    slug = "spending-frozen"
+
+
+class PayeeDenied(PaymentRefused):
+    """The account's payee rules refuse the address the terms pay (``pay_to``)."""
+
+    slug = "payee-denied"
+
+    @property
+    def pay_to(self) -> str | None:
+        return self.problem.get("payTo")
+
+
+class ListingBreached(PaysignProblem):
+    """A seller that is a catalog listing named other terms than its listing publishes: its
+    endpoint may be spoofed or compromised, and nothing was signed. The account holder cannot
+    lift this and the same call fails again: pay another seller."""
+
+    advice = "Do not pay this seller another way: tell the account holder, choose another."
+
+
+class PriceAboveListing(ListingBreached):
+    """The terms ask more than the listing's published price (``listed_price``, base units)."""
+
+    slug = "price-above-listing"
+
+    @property
+    def listed_price(self) -> int | None:
+        return self.problem.get("listedPrice")
+
+
+class PayeeMismatch(ListingBreached):
+    """The terms pay another address than the listing's published one (``listedPayTo`` in
+    ``problem``; ``None`` when the listing publishes none for the terms' network)."""
+
+    slug = "payee-mismatch"
 
 
 class MalformedRequest(PaysignProblem):
@@ -199,6 +252,10 @@ _BY_SLUG: dict[str, type[PaysignProblem]] = {
         SellerDenied,
         EcosystemDisabled,
         SpendCapExceeded,
+        SpendingFrozen,
+        PayeeDenied,
+        PriceAboveListing,
+        PayeeMismatch,
         MalformedRequest,
         InvalidPaymentTerms,
         UnsupportedPaymentTerms,
@@ -227,92 +284,18 @@ class SigningUnavailable(PaysignClientError):
     """The service could not be reached (or kept failing) after the client's retries."""
 
     retryable = True
+    heading = "paysign could not be reached"
+    advice = (
+        "Nothing was signed. Check the service address (--base-url or PAYSIGN_BASE_URL) and "
+        "that the service is running, then try again."
+    )
 
 
 # ---- the seller's side and the client's own checks --------------------------------------------
 
 
-class PaymentError(PaysignClientError):
-    """The payment could not be completed with the seller."""
-
-    def __init__(self, message: str, **context: Any) -> None:
-        super().__init__(message)
-        self.context = context
-
-
-class InvalidPaymentRequired(PaymentError):
-    """The seller answered 402 without x402 terms the client can read."""
-
-
-class NoAcceptableOption(PaymentError):
-    """The seller offers no USDC option on the wanted network; nothing was signed."""
-
-    @property
-    def offered(self) -> list[Any]:
-        offered: list[Any] = self.context.get("offered", [])
-        return offered
-
-
-class PriceExceedsLimit(PaymentError):
-    """The seller's price is above the caller's ``max_amount``; nothing was signed."""
-
-    def __init__(self, amount: int, max_amount: int, seller_url: str) -> None:
-        super().__init__(
-            f"the seller asks {format_usdc(amount)} USDC, more than the limit of "
-            f"{format_usdc(max_amount)} USDC; nothing was signed",
-            amount=amount,
-            max_amount=max_amount,
-            seller_url=seller_url,
-        )
-        self.amount = amount
-        self.max_amount = max_amount
-
-
-class PaymentRejected(PaymentError):
-    """The seller answered the paid request with 402 again: it did not accept the payment.
-
-    ``reason`` is the seller's error; ``settlement`` its receipt if it sent one. When the same
-    signature had to be sent more than once (``payment.attempts > 1``), an earlier attempt may
-    have settled without its answer arriving: look the nonce up before paying again.
-    """
-
-    def __init__(
-        self, reason: str, payment: Payment, settlement: Settlement | None, response: Any
-    ) -> None:
-        hint = (
-            " (the signature was sent more than once: an earlier attempt may have settled)"
-            if payment.attempts > 1
-            else ""
-        )
-        super().__init__(f"the seller did not accept the payment: {reason}{hint}")
-        self.reason = reason
-        self.payment = payment
-        self.settlement = settlement
-        self.response = response
-
-    @property
-    def possibly_settled(self) -> bool:
-        return self.payment.attempts > 1
-
-
-class SellerUnreachable(PaymentError):
-    """No answer to the paid request before the signature expired (``valid_before``).
-
-    The same signature was sent ``attempts`` times and never again after expiry; it settled at
-    most once. Whether it did is on chain: the authorization ``nonce`` of ``payer``.
-    """
-
-    retryable = True
-
-    def __init__(self, message: str, *, nonce: str, valid_before: int, attempts: int) -> None:
-        super().__init__(message, nonce=nonce, valid_before=valid_before, attempts=attempts)
-        self.nonce = nonce
-        self.valid_before = valid_before
-        self.attempts = attempts
-
-
-# ---- the catalog ------------------------------------------------------------------------------
-
-
 class ListingError(PaysignClientError):
     """A catalog call could not be built: unknown listing, missing or unknown input."""
+
+    heading = "The listing cannot be called that way"
+    advice = "Nothing was paid. `paysign catalog list` shows each listing's inputs."

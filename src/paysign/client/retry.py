@@ -14,7 +14,7 @@ import time
 import httpx
 
 from paysign.client.auth import ATTEMPT_EXTENSION, PaidAttempt
-from paysign.client.errors import SellerUnreachable
+from paysign.client.payment_errors import SellerUnreachable
 
 __all__ = ["AsyncPaidRetryTransport", "PaidRetryTransport"]
 

@@ -1,5 +1,5 @@
-"""The paysign service as a buyer's agent calls it: sign a payment, read the catalog, get test
-funds. Only an API key; the wallet's private key never leaves the service.
+"""The paysign service as a buyer's agent calls it: sign a payment, read the catalog and the
+wallet's status, get test funds. Only an API key; the wallet's private key never leaves the service.
 
     signer = PaysignSigner("psk_...", "https://paysign.example")
     signature = signer.sign(seller_url, payment_required, sandbox=True)
@@ -17,10 +17,12 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
 from paysign.client.errors import SigningUnavailable, Unauthorized, problem_error
+from paysign.client.status import WalletStatus
 from paysign.client.wire import SANDBOX_HEADER
 
 __all__ = ["DEFAULT_BASE_URL", "PaysignSigner", "Signature"]
@@ -223,6 +225,21 @@ class PaysignSigner:
 
     async def acatalog(self) -> dict[str, Any]:
         return self._catalog_result(await self._asend(self._catalog_request()))
+
+    # ---- GET /wallets/status ----
+
+    def _status_request(self, seller: str | None) -> httpx.Request:
+        path = "/wallets/status" + ("" if seller is None else "?" + urlencode({"seller": seller}))
+        return self._request("GET", path, self._headers())
+
+    def status(self, *, seller: str | None = None) -> WalletStatus:
+        """What the wallet can still spend: each cap's room and reset, the sellers waiting
+        for approval (and whether ``seller``, a URL, is one), the sandbox balance, the API
+        key's expiry."""
+        return WalletStatus.from_json(_ok(self._send(self._status_request(seller))))
+
+    async def astatus(self, *, seller: str | None = None) -> WalletStatus:
+        return WalletStatus.from_json(_ok(await self._asend(self._status_request(seller))))
 
     # ---- POST /wallets/testnet/funds ----
 

@@ -16,11 +16,10 @@ seller, in the JSON body:
     (2, 'PAYMENT-SIGNATURE')
     >>> choose_option(required, BASE_SEPOLIA).amount
     10000
-    >>> choose_option(required, BASE_MAINNET)
+    >>> choose_option(required, BASE_MAINNET)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    paysign.client.errors.NoAcceptableOption: the seller offers no USDC option on eip155:8453 \
-(offered: exact eip155:84532 0x036CbD53842c5426634e7929541eC2318f3dCF7e)
+    paysign.client.payment_errors.NoAcceptableOption: the seller offers no USDC option on ...
 
 Amounts are ``int`` base units (1 USDC = 1,000,000); :func:`parse_usdc` reads a decimal:
 
@@ -32,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from paysign.client.errors import InvalidPaymentRequired, NoAcceptableOption
+from paysign.client.payment_errors import InvalidPaymentRequired, NoAcceptableOption
 from paysign.protocol import payment_required as _terms
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network
 from paysign.protocol.payment_required import (

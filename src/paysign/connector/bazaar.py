@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from paysign.connector.outbound import Outbound, OutboundRefused
 from paysign.connector.payment import ToolFailure
-from paysign.protocol.networks import resolve_network
+from paysign.protocol.networks import BASE_SEPOLIA, resolve_network
 from paysign.protocol.usdc import format_usdc
 
 MAX_LIMIT = 50
@@ -70,6 +70,7 @@ def normalise_item(item: dict[str, Any]) -> dict[str, Any] | None:
         info = ((extensions.get("bazaar") or {}).get("info") or {}).get("input") or {}
         method = info.get("method") if isinstance(info, dict) else None
     tags = item.get("tags")
+    price = format_usdc(min(prices)) if prices else None
     return {
         "url": resource,
         "type": item.get("type"),
@@ -77,10 +78,28 @@ def normalise_item(item: dict[str, Any]) -> dict[str, Any] | None:
         "description": _text(item.get("description") or metadata.get("description")),
         "method": method if isinstance(method, str) else None,
         "tags": [str(t) for t in tags][:20] if isinstance(tags, list) else [],
-        "priceUsdc": format_usdc(min(prices)) if prices else None,
+        "priceUsdc": price,
         "accepts": accepts,
         "x402Version": item.get("x402Version"),
         "lastUpdated": item.get("lastUpdated"),
+        "payWith": pay_with(resource, method if isinstance(method, str) else None, price, accepts),
+    }
+
+
+def pay_with(
+    url: str, method: str | None, price: str | None, accepts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``pay_x402`` call that pays this endpoint, its price as the most to pay; add
+    ``sandbox: true`` to pay with test USDC where ``sandboxOffered``."""
+    arguments: dict[str, Any] = {"url": url}
+    if method is not None and method.upper() != "GET":
+        arguments["method"] = method.upper()
+    if price is not None:
+        arguments["maxAmountUsdc"] = float(price)
+    return {
+        "tool": "pay_x402",
+        "arguments": arguments,
+        "sandboxOffered": any(a["network"] == BASE_SEPOLIA.caip2 for a in accepts),
     }
 
 

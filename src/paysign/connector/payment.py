@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
+from paysign.connector.results import next_step
 from paysign.errors import NotAuthenticated, PaysignError
 from paysign.http.credentials import call_store
 from paysign.policy.seller import seller_location
@@ -43,7 +44,14 @@ class ToolFailure(Exception):
         self.result: dict[str, Any] | None = None
 
     def document(self) -> dict[str, Any]:
-        error = {"type": self.kind, "detail": self.detail, "whatToDo": self.what_to_do}
+        human_must_act, retry_can_help = next_step(self.kind)
+        error = {
+            "type": self.kind,
+            "detail": self.detail,
+            "whatToDo": self.what_to_do,
+            "humanMustAct": human_must_act,
+            "retryCanHelp": retry_can_help,
+        }
         error.update(self.extra)
         out: dict[str, Any] = {"error": error}
         if self.result is not None:
@@ -113,6 +121,8 @@ def seller_body(response: FetchedResponse) -> Any:
 def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
     """What the assistant should do about a refusal by the signing use case."""
     ext = error.extensions
+    listed = ext.get("listedPrice")
+    listed_price = f"{format_usdc(listed)} USDC" if isinstance(listed, int) else "its price"
     todo = {
         "allow-pending": (
             "The account holder must approve this seller before it can be paid. Tell the user "
@@ -143,6 +153,26 @@ def refusal_failure(error: PaysignError, portal_url: str) -> ToolFailure:
             )
             + "Tell the user; do not retry before then unless they raise the cap in the portal "
             f"at {portal_url}. Sandbox calls (sandbox=true) are not capped."
+        ),
+        "spending-frozen": (
+            "The account holder has frozen all spending, live and sandbox. Do not retry and do "
+            "not try other sellers: tell the user, who can unfreeze it in the paysign portal at "
+            f"{portal_url} (wallet_status shows when it is unfrozen)."
+        ),
+        "payee-denied": (
+            f"The account holder's payee rules refuse paying {ext.get('payTo', 'this address')}. "
+            "Do not retry; choose another seller, or ask the user to change the payee rules in "
+            f"the portal at {portal_url}."
+        ),
+        "price-above-listing": (
+            f"This seller's catalog listing publishes {listed_price}, and it asked for more; "
+            "its endpoint may be spoofed or compromised. Nothing was signed. Do not retry or pay "
+            "it another way: tell the user, and choose another seller."
+        ),
+        "payee-mismatch": (
+            "This seller's terms pay an address other than the one its catalog listing "
+            "publishes; its endpoint may be spoofed or compromised. Nothing was signed. Do not "
+            "retry or pay it another way: tell the user, and choose another seller."
         ),
         "sandbox-network-mismatch": "Call again without sandbox to pay on Base mainnet.",
         "seller-resource-mismatch": (

@@ -46,21 +46,27 @@ from starlette.types import Receive, Scope, Send
 from paysign.config import Settings
 from paysign.connector.auth import ApiKeyResolver, CredentialResolver, challenge, scope_of
 from paysign.connector.bazaar import search_bazaar
+from paysign.connector.builtin_tools import (
+    PAY_X402_TOOL,
+    SEARCH_BAZAAR_TOOL,
+    WALLET_STATUS_TOOL,
+    bazaar_search,
+    pay_x402_call,
+    wallet_status,
+)
 from paysign.connector.outbound import Outbound, OutboundLimits, OutboundRefused
 from paysign.connector.payment import ToolFailure, pay
 from paysign.connector.tools import (
     PAY_X402,
-    PAY_X402_TOOL,
     SEARCH_BAZAAR,
-    SEARCH_BAZAAR_TOOL,
     TOOL_TIERS,
+    WALLET_STATUS,
     catalog_tools,
     listing_call,
-    pay_x402_call,
-    usdc_amount,
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, Principal
 from paysign.policy.seller import seller_location
+from paysign.services.budget import Budget
 from paysign.services.catalog import Catalog, CatalogSnapshot
 from paysign.services.keys import bearer_token
 from paysign.services.signing import SigningDeps
@@ -163,8 +169,10 @@ class Connector:
         *,
         resolver: CredentialResolver | None = None,
         outbound: Outbound | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.settings = settings
+        self.budget = budget
         self.deps = deps
         self.catalog = catalog
         self.resolver = resolver or ApiKeyResolver(deps)
@@ -319,6 +327,8 @@ class Connector:
     ) -> types.ListToolsResult:
         snapshot = await self._snapshot()
         tools = [*catalog_tools(snapshot.listings), PAY_X402_TOOL, SEARCH_BAZAAR_TOOL]
+        if self.budget is not None:
+            tools.append(WALLET_STATUS_TOOL)
         return types.ListToolsResult(tools=tools)
 
     async def _call_tool(
@@ -355,20 +365,17 @@ class Connector:
     ) -> dict[str, Any]:
         payer = principal.payer
         if name == SEARCH_BAZAAR:
-            query = arguments.get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise ToolFailure(
-                    "invalid-arguments", "query is required.", "Call again with a query."
-                )
-            limit = arguments.get("limit", 10)
+            search = bazaar_search(arguments)
             return await search_bazaar(
                 self.bazaar_outbound,
                 self.settings.bazaar_url,
-                query=query,
-                network=arguments.get("network") or None,
-                max_price_base_units=usdc_amount("maxPriceUsdc", arguments.get("maxPriceUsdc")),
-                limit=limit if isinstance(limit, int) and not isinstance(limit, bool) else 10,
+                query=search.query,
+                network=search.network,
+                max_price_base_units=search.max_price,
+                limit=search.limit,
             )
+        if name == WALLET_STATUS and self.budget is not None:
+            return await wallet_status(self.budget, str(principal.account_id), arguments)
         snapshot = await self._snapshot()
         if name == PAY_X402:
             call = pay_x402_call(arguments, None)

@@ -3,9 +3,11 @@
 ``paysign demo`` is three servers:
 
 - **the paysign service**, as a child process running ``paysign serve`` itself (same command,
-  same settings and environment): the same dev chain, database and seeded demo catalog as a
-  plain ``serve``, and no second copy of its start-up to drift from it. It owns the dev chain;
-  the demo finds the chain's RPC address where ``paysign devchain info`` does.
+  same settings and environment): the same dev chain and database as a plain ``serve``, and no
+  second copy of its start-up to drift from it. It owns the dev chain; the demo finds the
+  chain's RPC address where ``paysign devchain info`` does. Before it starts, the demo seeds
+  the demo catalog into a database whose catalog was never written (``serve`` never does:
+  production starts empty) and, unless ``PAYSIGN_CATALOG_PAY_TO`` is set, names the demo payee.
 - **the facilitator** and **the sellers**, in the demo process, each a uvicorn server on its own
   thread and event loop. They cannot share one loop: the SDK's middleware fetches the
   facilitator's ``/supported`` with a blocking call, and its facilitator blocks on JSON-RPC.
@@ -34,12 +36,24 @@ import click
 import httpx
 import uvicorn
 
+from paysign.bootstrap import open_database
 from paysign.chain.devchain_files import running_devchain
+from paysign.clock import SystemClock
 from paysign.config import Settings
+from paysign.datadir import DataDirExposed
 from paysign.demo.facilitator import LocalFacilitator
 from paysign.demo.sellers import DemoSellers
-from paysign.demo.terms import DemoListing, DemoSettings, Mode, Terms, demo_listings, terms_for
+from paysign.demo.terms import (
+    DEMO_PAY_TO,
+    DemoListing,
+    DemoSettings,
+    Mode,
+    Terms,
+    demo_listings,
+    terms_for,
+)
 from paysign.logging import configure_logging
+from paysign.services.catalog import seed_demo_catalog
 
 _START_SECONDS = 10.0
 _SERVE_START_SECONDS = 60.0
@@ -210,8 +224,15 @@ def _start_serve(host: str | None, port: int | None) -> subprocess.Popen[bytes]:
     if port is not None:
         args += ["--port", str(port)]
     parent = os.getpid()
-    # The demo sellers are on 127.0.0.1: let the connector (MCP) call them.
-    env = {"PAYSIGN_CONNECTOR_ALLOW_PRIVATE": "1", **os.environ}
+    # The demo sellers are on 127.0.0.1: let the connector (MCP) call them; the catalog says
+    # they are paid where the sellers ask.
+    env = {
+        "PAYSIGN_CONNECTOR_ALLOW_PRIVATE": "1",
+        "PAYSIGN_CATALOG_PAY_TO": DEMO_PAY_TO,
+        # search_bazaar reads the demo's own index (demo/bazaar.py), served by the sellers.
+        "PAYSIGN_BAZAAR_URL": Settings().demo_sellers_url.rstrip("/"),
+        **os.environ,
+    }
     return subprocess.Popen(  # noqa: S603 -- our own interpreter and command
         args,
         env=env,
@@ -219,6 +240,21 @@ def _start_serve(host: str | None, port: int | None) -> subprocess.Popen[bytes]:
         start_new_session=True,
         preexec_fn=lambda: _die_with_parent(parent),
     )
+
+
+def _seed_demo_catalog(settings: Settings) -> None:
+    """The demo catalog, pointed at the demo sellers, when the catalog was never written."""
+    try:
+        db = open_database(settings)
+    except DataDirExposed as exc:
+        raise DemoError(str(exc)) from None
+    try:
+        if seed_demo_catalog(db, SystemClock(), settings.demo_sellers_url):
+            click.echo(
+                f"seeded the demo catalog (sellers at {settings.demo_sellers_url})", err=True
+            )
+    finally:
+        db.dispose()
 
 
 def _wait_for_service(child: subprocess.Popen[bytes], url: str, stop: threading.Event) -> bool:
@@ -261,6 +297,7 @@ def _banner(service: str, stack: DemoStack, rpc_url: str) -> str:
         "paysign demo is running (Ctrl-C stops everything):",
         f"  service      {service}  (POST /wallets/signatures, GET /catalog)",
         f"  sellers      {stack.sellers_url}  (GET / lists them)",
+        f"  bazaar       {stack.sellers_url}/discovery  (search_bazaar's index: Open Ecosystem)",
         f"  facilitator  {stack.facilitator_url}  (/supported, /verify, /settle)",
         f"  chain        {rpc_url}  (sandbox: {terms.network}, USDC {terms.asset})",
         "  listings:",
@@ -302,6 +339,11 @@ def run_demo(host: str | None, port: int | None) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    try:
+        _seed_demo_catalog(settings)
+    except DemoError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 1
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     child = _start_serve(host, port)
     try:

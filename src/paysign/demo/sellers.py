@@ -1,8 +1,9 @@
 """The demo sellers: every listing of the demo catalog, paid with x402 through the SDK.
 
-One ASGI app serves them all at ``settings.demo_sellers_url``. It holds two endpoints of every
-seller, built the same way with different terms (:mod:`paysign.demo.terms`), and
-:class:`SandboxRouter` sends each request to one of them: ``X-Sandbox-Mode: true`` to the
+One ASGI app serves them all at ``settings.demo_sellers_url``, and the demo's discovery index
+of its Open Ecosystem sellers at ``/discovery`` (:mod:`paysign.demo.bazaar`). It holds two
+endpoints of every seller, built the same way with different terms (:mod:`paysign.demo.terms`),
+and :class:`SandboxRouter` sends each request to one of them: ``X-Sandbox-Mode: true`` to the
 sandbox endpoint, anything else to production. A listing with ``sandboxAvailable: false``
 answers a sandbox request ``400 sandbox_unavailable`` before any payment is asked for.
 
@@ -36,6 +37,7 @@ from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount, SettleResponse
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
 
+from paysign.demo.bazaar import bazaar_app
 from paysign.demo.data import BadInput, answer
 from paysign.demo.terms import SANDBOX_HEADER, DemoListing, Mode, Terms, sandbox_requested
 
@@ -241,6 +243,7 @@ class DemoSellers:
                 routes[listing.x402_route] = self.route_config(listing, terms)
                 app.add_route(path, _handler(listing, terms), methods=methods)
         app.add_route("/", self._index(terms), methods=["GET"])
+        app.mount("/discovery", bazaar_app(self.listings, self.terms))  # the offline Bazaar
         # Built now, not on the first request: it fetches /supported and checks every route
         # against it, so a facilitator that cannot serve a network fails the start.
         app.middleware("http")(payment_middleware(routes, self.server))

@@ -41,6 +41,9 @@ SANDBOX_HEADER = "x-sandbox-mode"
 #: The demo catalog's x402 v1 seller; every other listing speaks x402 v2.
 V1_LISTINGS = frozenset({"random_fact"})
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_-]+)\}")
+#: Whom the demo's sellers are paid, and its catalog's payTo, unless PAYSIGN_CATALOG_PAY_TO or
+#: PAYSIGN_DEMO_*_PAY_TO say otherwise. A demo value only: production has no default payee.
+DEMO_PAY_TO = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
 
 
 class DemoSettings(BaseSettings):
@@ -55,7 +58,8 @@ class DemoSettings(BaseSettings):
     #: treasury's (account 0), so the two never race for nonces. Set a funded key of your own
     #: when PAYSIGN_TESTNET_RPC_URL points at a real chain.
     facilitator_key: str = Field(default=ANVIL_DEV_KEYS[1], repr=False)
-    #: Whom the sellers are paid; the catalog's payTo (``PAYSIGN_CATALOG_PAY_TO``) by default.
+    #: Whom the sellers are paid; the catalog's payTo (``PAYSIGN_CATALOG_PAY_TO``) by default,
+    #: else ``DEMO_PAY_TO``.
     sandbox_pay_to: str | None = None
     live_pay_to: str | None = None
     #: The sellers' maxTimeoutSeconds; the catalog's (``PAYSIGN_CATALOG_MAX_TIMEOUT_SECONDS``)
@@ -95,7 +99,7 @@ def terms_for(settings: Settings, demo: DemoSettings) -> dict[Mode, Terms]:
             settings.usdc_testnet,
             settings.usdc_testnet_name,
             settings.usdc_version,
-            to_checksum_address(demo.sandbox_pay_to or settings.catalog_pay_to),
+            to_checksum_address(demo.sandbox_pay_to or settings.catalog_pay_to or DEMO_PAY_TO),
             timeout,
             settles=True,
         ),
@@ -106,7 +110,7 @@ def terms_for(settings: Settings, demo: DemoSettings) -> dict[Mode, Terms]:
             settings.usdc_mainnet,
             settings.usdc_mainnet_name,
             settings.usdc_version,
-            to_checksum_address(demo.live_pay_to or settings.catalog_pay_to),
+            to_checksum_address(demo.live_pay_to or settings.catalog_pay_to or DEMO_PAY_TO),
             timeout,
             settles=False,
         ),

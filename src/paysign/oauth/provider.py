@@ -25,7 +25,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.concurrency import run_in_threadpool
 
 from paysign.services.oauth_clients import Registrations
-from paysign.services.oauth_grants import AuthorizationService, IssuedTokens
+from paysign.services.oauth_grants import OFFLINE_ACCESS, AuthorizationService, IssuedTokens
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refusals import ClientRefused
 
@@ -75,8 +75,10 @@ class PaysignProvider(
                 "invalid_target", f"tokens are only issued for {self.config.mcp_url}"
             )
         scopes = params.scopes or [self.config.scope]
-        if any(scope != self.config.scope for scope in scopes):
-            raise AuthorizeError("invalid_scope", f"the only scope is {self.config.scope}")
+        if any(scope not in (self.config.scope, OFFLINE_ACCESS) for scope in scopes):
+            raise AuthorizeError(
+                "invalid_scope", f"the scopes are {self.config.scope} and {OFFLINE_ACCESS}"
+            )
         stored = {
             "state": params.state,
             "scopes": scopes,
@@ -129,7 +131,8 @@ class PaysignProvider(
         return FamilyRefreshToken(
             token=refresh_token,
             client_id=grant.client_id,
-            scopes=grant.scopes,
+            # Every grant has a refresh token, so a refresh may ask for offline access again.
+            scopes=[*grant.scopes, OFFLINE_ACCESS],
             expires_at=int(time.time()) + grant.expires_in,
             resource=grant.resource,
             subject=grant.account_id,

@@ -23,13 +23,14 @@ from mcp.server.auth.settings import ClientRegistrationOptions
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from paysign.http.cors import open_to_browsers
 from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
 from paysign.services.oauth_clients import MAX_BODY_BYTES, TOO_LARGE, Registrations
-from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
+from paysign.services.oauth_grants import OFFLINE_ACCESS, AuthorizationService, OAuthConfig
 from paysign.services.oauth_refusals import TooManyRegistrations
 
 METADATA = "/.well-known/oauth-authorization-server"
@@ -45,7 +46,7 @@ def authorization_server_metadata(config: OAuthConfig) -> dict[str, Any]:
         "token_endpoint": f"{issuer}/token",
         "registration_endpoint": f"{issuer}/register",
         "revocation_endpoint": f"{issuer}/revoke",
-        "scopes_supported": [config.scope],
+        "scopes_supported": [config.scope, OFFLINE_ACCESS],
         "response_types_supported": ["code"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "token_endpoint_auth_methods_supported": _AUTH_METHODS,
@@ -56,10 +57,11 @@ def authorization_server_metadata(config: OAuthConfig) -> dict[str, Any]:
 
 
 def metadata_paths(issuer: str) -> list[str]:
-    """RFC 8414 §3.1 path insertion (what the MCP SDK client probes first), and the metadata
-    under the issuer's own path (what some clients try)."""
+    """RFC 8414 §3.1 path insertion (what the MCP SDK client probes first), the metadata under
+    the issuer's own path (what some clients try), and at the origin root: clients of the
+    2025-03-26 MCP authorization spec look there, whatever the issuer's path."""
     path = urlsplit(issuer).path.rstrip("/")
-    return list(dict.fromkeys([METADATA + path, path + METADATA]))
+    return list(dict.fromkeys([METADATA + path, path + METADATA, METADATA]))
 
 
 class ResourceCheckedToken:
@@ -140,13 +142,15 @@ def create_oauth_routes(
     registration = RegistrationHandler(
         provider,
         options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=[config.scope], default_scopes=[config.scope]
+            enabled=True,
+            valid_scopes=[config.scope, OFFLINE_ACCESS],
+            default_scopes=[config.scope],
         ),
     )
     metadata = authorization_server_metadata(config)
 
     async def metadata_endpoint(request: Request) -> Response:
-        return JSONResponse(metadata, headers={"Access-Control-Allow-Origin": "*"})
+        return JSONResponse(metadata)
 
     async def register(request: Request) -> Response:
         address = request.client.host if request.client else "unknown"
@@ -185,16 +189,22 @@ def create_oauth_routes(
         found["registration_client_uri"] = f"{issuer}/register/{client_id}"
         return JSONResponse(found, headers=_NO_STORE)
 
-    token_app = Route("/", TokenHandler(provider, authenticator).handle).app
+    token_app = request_response(TokenHandler(provider, authenticator).handle)
+    # What a browser-based client calls from its own origin (the authorization endpoint and
+    # the sign-in pages are navigations, not fetches: no CORS there).
+    get, post = ["GET", "OPTIONS"], ["POST", "OPTIONS"]
     routes: list[BaseRoute] = [
-        *(Route(path, metadata_endpoint, methods=["GET"]) for path in metadata_paths(issuer)),
+        *(
+            Route(path, open_to_browsers(request_response(metadata_endpoint), get), methods=get)
+            for path in metadata_paths(issuer)
+        ),
         Route(f"{base}/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
         Route(
             f"{base}/token",
-            ResourceCheckedToken(token_app, config.mcp_url),
-            methods=["POST"],
+            open_to_browsers(ResourceCheckedToken(token_app, config.mcp_url), post),
+            methods=post,
         ),
-        Route(f"{base}/register", register, methods=["POST"]),
+        Route(f"{base}/register", open_to_browsers(request_response(register), post), methods=post),
         Route(f"{base}/register/{{client_id}}", read_registration, methods=["GET"]),
         Route(
             f"{base}/revoke",

@@ -24,6 +24,7 @@ from paysign.protocol.eip712 import (
     domain_separator,
     transfer_authorization_digest,
 )
+from paysign.protocol.extensions import answered_extensions
 from paysign.protocol.terms import PaymentTerms
 
 #: A signature is never valid longer than this, whatever the seller allows: a leaked header is a
@@ -121,7 +122,10 @@ def _signed_payment(prepared: PreparedPayment, signature: bytes) -> SignedPaymen
         },
         "signature": "0x" + signature.hex(),
     }
-    payload = _v2_payload(terms, inner) if terms.x402_version == 2 else _v1_payload(terms, inner)
+    if terms.x402_version == 2:
+        payload = _v2_payload(terms, inner, nonce)
+    else:
+        payload = _v1_payload(terms, inner)
     return SignedPayment(
         header=encode_header(payload),
         payload=payload,
@@ -132,14 +136,15 @@ def _signed_payment(prepared: PreparedPayment, signature: bytes) -> SignedPaymen
     )
 
 
-def _v2_payload(terms: PaymentTerms, inner: dict[str, Any]) -> dict[str, Any]:
+def _v2_payload(terms: PaymentTerms, inner: dict[str, Any], nonce: bytes) -> dict[str, Any]:
     # Sellers deep-compare ``accepted`` with their own terms, so it is the object received,
     # never rebuilt: same keys, same address casing, same nulls, same extra.
     payload: dict[str, Any] = {"x402Version": 2, "payload": inner, "accepted": terms.accepted}
     if terms.resource is not None:
         payload["resource"] = terms.resource
     if terms.extensions is not None:
-        payload["extensions"] = terms.extensions
+        # Passed back; those a client must fill in (payment-identifier) are filled in.
+        payload["extensions"] = answered_extensions(terms.extensions, nonce)
     return payload
 
 

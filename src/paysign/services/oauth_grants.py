@@ -24,6 +24,7 @@ from paysign.clock import Clock
 from paysign.config import Settings
 from paysign.custody import KeyVault
 from paysign.services.oauth_redirects import redirect_uri_problem
+from paysign.services.oauth_refresh import new_successor_key, retried_pair, successor_pair
 from paysign.services.oauth_refusals import (
     FORM_EXPIRED,
     LINK_USED,
@@ -38,6 +39,10 @@ from paysign.store import oauth_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
+#: Asked for by clients that want a refresh token; every grant has one, so it is accepted and
+#: changes nothing.
+OFFLINE_ACCESS = "offline_access"
+
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -51,6 +56,7 @@ class OAuthConfig:
     code_ttl: int
     access_ttl: int
     refresh_ttl: int
+    refresh_grace: int
     request_ttl: int
     max_failures_account: int
     max_failures_address: int
@@ -66,6 +72,7 @@ class OAuthConfig:
             code_ttl=min(settings.oauth_code_ttl_seconds, 60),
             access_ttl=settings.oauth_access_token_ttl_seconds,
             refresh_ttl=settings.oauth_refresh_token_ttl_seconds,
+            refresh_grace=settings.oauth_refresh_retry_grace_seconds,
             request_ttl=settings.oauth_sign_in_ttl_seconds,
             max_failures_account=settings.oauth_max_failures_per_account,
             max_failures_address=settings.oauth_max_failures_per_address,
@@ -266,13 +273,20 @@ class AuthorizationService:
             return self._issue(conn, _family_of(code_hash), grant.client_id, grant.account_id, now)
 
     def load_refresh(self, token: str) -> TokenGrant | None:
-        """A live refresh token. Presenting a rotated one revokes its whole family."""
+        """A live refresh token, or one rotated moments ago whose new pair is untouched (a
+        retry: ``oauth_refresh``). Presenting any other rotated one revokes its family."""
         now = self.clock.now()
         with self.db.read() as conn:
             row = oauth_repo.find_token(conn, digest(token))
+            retry = (
+                row is not None
+                and row.rotated_at is not None
+                and retried_pair(conn, self.vault, token, now, self.config.refresh_grace)
+                is not None
+            )
         if row is None or row.kind != "refresh" or row.revoked_at is not None:
             return None
-        if row.rotated_at is not None:
+        if row.rotated_at is not None and not retry:
             with self.db.write() as conn:
                 oauth_repo.revoke_family(conn, row.family, now)
             return None
@@ -290,31 +304,53 @@ class AuthorizationService:
     def rotate(self, token: str, grant: TokenGrant) -> IssuedTokens | None:
         now = self.clock.now()
         with self.db.write() as conn:
-            if not oauth_repo.rotate_token(conn, digest(token), now):
+            if oauth_repo.rotate_token(conn, digest(token), now):
+                sealed = oauth_repo.successor_key(conn, digest(token))
+                pair = successor_pair(self.vault, sealed, token)
+                return self._issue(conn, grant.family, grant.client_id, grant.account_id, now, pair)
+            # Rotated already (by this client's lost request, or a racing one) or revoked.
+            retried = retried_pair(conn, self.vault, token, now, self.config.refresh_grace)
+            if retried is None:
                 oauth_repo.revoke_family(conn, grant.family, now)
                 return None
-            return self._issue(conn, grant.family, grant.client_id, grant.account_id, now)
+        return IssuedTokens(
+            retried.access_token,
+            retried.refresh_token,
+            retried.access_expires_in,
+            [self.config.scope],
+        )
 
     def _issue(
-        self, conn: Connection, family: str, client_id: str, account_id: str, now: int
+        self,
+        conn: Connection,
+        family: str,
+        client_id: str,
+        account_id: str,
+        now: int,
+        pair: tuple[str, str] | None = None,
     ) -> IssuedTokens:
-        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        common = {
-            "family": family,
-            "client_id": client_id,
-            "account_id": account_id,
-            "scopes": self.config.scope,
-            "resource": self.config.mcp_url,
-        }
-        oauth_repo.insert_token(
-            conn, digest(access), kind="access", expires_at=now + self.config.access_ttl, **common
-        )
-        oauth_repo.insert_token(
-            conn,
-            digest(refresh),
-            kind="refresh",
-            expires_at=now + self.config.refresh_ttl,
-            **common,
+        access, refresh = pair or (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
+
+        def insert(token: str, kind: str, ttl: int, successor_key: bytes | None) -> None:
+            oauth_repo.insert_token(
+                conn,
+                digest(token),
+                kind=kind,
+                family=family,
+                client_id=client_id,
+                account_id=account_id,
+                scopes=self.config.scope,
+                resource=self.config.mcp_url,
+                expires_at=now + ttl,
+                successor_key=successor_key,
+            )
+
+        insert(access, "access", self.config.access_ttl, None)
+        insert(
+            refresh,
+            "refresh",
+            self.config.refresh_ttl,
+            new_successor_key(self.vault, digest(refresh)),
         )
         return IssuedTokens(access, refresh, self.config.access_ttl, [self.config.scope])
 

@@ -42,6 +42,10 @@ RATE_LIMITED = (
     "Too many failed sign-ins. Wait {minutes} minutes, then try again. "
     "Nothing about your account was changed."
 )
+CODE_ALREADY_USED = (
+    "This authenticator code was already used to sign in. Each code works once: wait for the "
+    "next code in your authenticator app (at most 30 seconds), then try again with it."
+)
 CODE_FAILED = (
     "The authenticator code is not correct. "
     "Each code works once: if you just used it, wait for the next one."
@@ -52,6 +56,9 @@ STEP_UP_FAILED = (
 )
 SIGN_UP_LIMITED = (
     "Too many accounts were asked for from your network. Wait {minutes} minutes, then try again."
+)
+ACCOUNT_DISABLED = (
+    "This account is disabled. Ask the service's operator to enable it; nothing in it was deleted."
 )
 CODE_RATE_LIMITED = (
     "Too many wrong authenticator codes. Wait {minutes} minutes, then try again. "
@@ -140,6 +147,7 @@ class CredentialCheck:
             raise CredentialsRefused(message, rate_limited=True)
         password_ok = verify_password(account or self._decoy, password)
         step = self.totp_step(account, code) if account is not None and password_ok else None
+        disabled = False
         with self.db.write() as conn:
             accepted = (
                 account is not None
@@ -152,10 +160,16 @@ class CredentialCheck:
             else:
                 assert account is not None
                 sign_in_repo.clear_failures(conn, by_email)
-                if on_success is not None:
+                # Said only to whoever knows the password and a fresh code: no enumeration.
+                disabled = _disabled(conn, account)
+                if on_success is not None and not disabled:
                     on_success(conn, account)
         if not accepted:
-            raise CredentialsRefused(SIGN_IN_FAILED)
+            # A right code already spent is told apart only after the password was right: it
+            # tells the user what to do, and an attacker nothing a wrong code would not.
+            raise CredentialsRefused(CODE_ALREADY_USED if step is not None else SIGN_IN_FAILED)
+        if disabled:
+            raise CredentialsRefused(ACCOUNT_DISABLED)
         assert account is not None
         return account
 
@@ -225,6 +239,12 @@ class CredentialCheck:
             totp_context(account.id), SealedSecret.from_bytes(account.sealed_totp_secret)
         ).decode()
         return matching_step(secret, code, self.clock.now())
+
+
+def _disabled(conn: Connection, account: repo.AccountRecord) -> bool:
+    """Read again in the accepting transaction: an operator may have just disabled it."""
+    current = repo.find_account_by_email(conn, account.email)
+    return current is None or current.disabled_at is not None
 
 
 def matching_step(secret: str, code: str, now: int) -> int | None:

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from paysign.store.schema import (
+    accounts,
     oauth_clients,
     oauth_codes,
     oauth_requests,
@@ -234,6 +235,7 @@ def insert_token(
     scopes: str,
     resource: str,
     expires_at: int,
+    successor_key: bytes | None = None,
 ) -> None:
     conn.execute(
         oauth_tokens.insert().values(
@@ -245,8 +247,16 @@ def insert_token(
             scopes=scopes,
             resource=resource,
             expires_at=expires_at,
+            successor_key=successor_key,
         )
     )
+
+
+def successor_key(conn: Connection, token_hash: str) -> bytes | None:
+    """The sealed key a refresh token's successor pair is derived with (``None``: none kept)."""
+    c = oauth_tokens.c
+    found = conn.execute(sa.select(c.successor_key).where(c.token_hash == token_hash)).first()
+    return None if found is None or found[0] is None else bytes(found[0])
 
 
 def find_token(conn: Connection, token_hash: str) -> TokenRow | None:
@@ -262,7 +272,10 @@ def find_token(conn: Connection, token_hash: str) -> TokenRow | None:
             c.expires_at,
             c.rotated_at,
             c.revoked_at,
-        ).where(c.token_hash == token_hash)
+        )
+        # A disabled account's tokens are not found: refused like unknown ones, kept as they are.
+        .join(accounts, accounts.c.id == c.account_id)
+        .where(c.token_hash == token_hash, accounts.c.disabled_at.is_(None))
     ).first()
     return None if row is None else TokenRow(*row)
 
