@@ -76,3 +76,17 @@ def signed_in(
     assert response.status_code == 303, response.text
     assert response.headers["location"] == "/portal/"
     return browser.get("/portal/")
+
+
+def secret_of(page: httpx.Response) -> str:
+    """The authenticator secret an enrolment page shows (in groups of four), as the app takes it."""
+    found = re.search(r'id="totp-secret">([A-Z2-7 ]+)<', page.text)
+    assert found, page.text
+    return found.group(1).replace(" ", "")
+
+
+def redirected(browser: httpx.Client, response: httpx.Response, to: str) -> httpx.Response:
+    """A form's answer is a 303 to ``to`` (Post/Redirect/Get): the page the browser shows next."""
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == to
+    return browser.get(to)

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, expect
 from conftest import FrozenClock, LiveServer, signature_body
 from paysign.bootstrap import Runtime
 from paysign.services import accounts, keys, policy
-from portal.conftest import code, csrf_of, error_of, signed_in
+from portal.conftest import code, csrf_of, error_of, redirected, signed_in
 
 
 class Queue:
@@ -78,8 +78,9 @@ def test_one_fresh_code_approves_the_whole_selection(queue: Queue) -> None:
     assert "enter a fresh authenticator code" in error_of(no_code)
     assert sorted(queue.policy()["pending"]) == sorted(queue.sellers)
 
-    approved = queue.bulk(chosen, "allow", queue.fresh_code())
-    assert approved.status_code == 200, approved.text
+    approved = redirected(
+        queue.browser, queue.bulk(chosen, "allow", queue.fresh_code()), "/portal/approvals"
+    )
     assert "2 seller(s) approved (allow list)" in approved.text
     after = queue.policy()
     assert after["pending"] == [left]
@@ -100,14 +101,14 @@ def test_one_invalid_seller_refuses_the_batch_and_spends_no_code(queue: Queue) -
     assert error_of(refused).startswith("Nothing was changed: ")
     assert queue.policy() == before
     # Nothing was written and the code was not spent: it still approves a valid batch.
-    assert queue.bulk([queue.sellers[0]], "allow", totp).status_code == 200
+    assert queue.bulk([queue.sellers[0]], "allow", totp).status_code == 303
     denied = queue.bulk(["ok.example.com", "*.*.bad"], "deny")
     assert denied.status_code == 400 and "ok.example.com" not in queue.policy()["deny"]
 
 
 def test_deny_selected_needs_no_code(queue: Queue) -> None:
-    denied = queue.bulk(queue.sellers, "deny")
-    assert denied.status_code == 200 and 'id="no-pending"' in denied.text
+    denied = redirected(queue.browser, queue.bulk(queue.sellers, "deny"), "/portal/approvals")
+    assert 'id="no-pending"' in denied.text
     after = queue.policy()
     assert after["pending"] == [] and set(queue.sellers) <= set(after["deny"])
     assert queue.pay(queue.sellers[0]).json()["type"].endswith("/seller-denied")
@@ -143,7 +144,8 @@ def test_one_by_one_still_works_beside_the_selection(queue: Queue) -> None:
         "/portal/approvals",
         data={"csrf": csrf_of(page), "seller": queue.sellers[1], "decision": "deny"},
     )
-    assert one.status_code == 200 and f"{queue.sellers[1]}: denied (deny list)." in one.text
+    shown = redirected(queue.browser, one, "/portal/approvals")
+    assert f"{queue.sellers[1]}: denied (deny list)." in shown.text
     assert queue.sellers[1] not in queue.policy()["pending"]
 
 

@@ -21,7 +21,7 @@ from paysign.bootstrap import Runtime
 from paysign.chain.testnet import READ_TIMEOUT_SECONDS, SandboxChain
 from paysign.services import accounts, keys, policy
 from portal.browser_support import ARTIFACTS as TEST_ARTIFACTS
-from portal.conftest import PASSWORD, code, csrf_of, error_of, sign_in, signed_in
+from portal.conftest import PASSWORD, code, csrf_of, error_of, redirected, sign_in, signed_in
 
 ARTIFACTS = TEST_ARTIFACTS / "dashboard"
 
@@ -81,17 +81,25 @@ def test_spend_bars_and_recent_payments(
     assert "Today (UTC): 0.6 of 1 USDC (60%)" in spend
     assert "This month (UTC): 0.6 of 10 USDC (6%)" in spend
     assert re.search(r'aria-label="Today \(UTC\): 0.6 of 1 USDC \(60%\)"', spend)
-    assert '<rect width="60" height="4"' in spend and '<rect width="6" height="4"' in spend
+    assert '<rect class="used" width="60" height="4"' in spend
+    assert '<rect class="used" width="6" height="4"' in spend
 
     # The last five signatures, newest first: the sandbox one, then p5 down to p2.
     recent = page.text.split('id="recent"')[1].split("</table>")[0]
-    rows = re.findall(r"<tr><td>([^<]+)</td><td class=\"mono\">([^<]+)</td>", recent)
+    rows = re.findall(
+        r'<tr><td>(<time [^>]+>[^<]+</time>)</td><td class="mono">([^<]+)</td>', recent
+    )
     assert [seller for _, seller in rows] == [
         f"{ALLOWED}/sandbox",
         *(f"{ALLOWED}/p{i}" for i in (5, 4, 3, 2)),
     ]
-    assert "<td>0.25</td><td>eip155:84532</td><td>yes</td>" in recent
-    assert "<td>0.1</td><td>eip155:8453</td><td>no</td>" in recent
+    # Networks by name, times readable with the exact value beside them.
+    assert "<td>0.25</td><td>Base Sepolia (sandbox)</td>" in recent
+    assert "<td>0.1</td><td>Base</td>" in recent
+    assert rows[1][0] == (
+        '<time datetime="2026-09-21T14:13:25Z" title="2026-09-21T14:13:25Z">'
+        "21 Sep 2026, 14:13 UTC</time>"
+    )
     assert 'id="pending-count"><a href="/portal/approvals">0</a>' in page.text
 
     # A spend over a lowered cap fills the bar and no more.
@@ -193,11 +201,11 @@ def test_balance_from_the_chain_and_test_funds(
     forged = chained_browser.post("/portal/faucet", data={"csrf": "not the token"})
     assert forged.status_code == 403
 
-    granted = chained_browser.post("/portal/faucet", data={"csrf": csrf_of(page)})
-    assert granted.status_code == 200, granted.text
+    sent = chained_browser.post("/portal/faucet", data={"csrf": csrf_of(page)})
+    granted = redirected(chained_browser, sent, "/portal/")
     notice = _notice_of(granted)
     assert notice.startswith("10 test USDC were sent to your wallet")
-    assert re.search(r"transaction 0x[0-9a-f]{64} on eip155:84532", notice)
+    assert re.search(r"transaction 0x[0-9a-f]{64} on Base Sepolia", notice)
     # The balance is read from the chain: the transfer is mined, so the page shows it.
     from paysign.protocol import parse_address
 

@@ -14,11 +14,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import qrcode
 import qrcode.constants
+from playwright.sync_api import Browser, expect
 
-from conftest import FrozenClock
+from conftest import FrozenClock, LiveServer
 from paysign.bootstrap import Runtime
 from paysign.services import accounts
-from portal.conftest import PASSWORD, code, csrf_of, sign_in
+from portal.conftest import PASSWORD, code, csrf_of, secret_of, sign_in
 
 
 def _expected_modules(uri: str) -> tuple[int, set[tuple[int, int]]]:
@@ -33,13 +34,13 @@ def _expected_modules(uri: str) -> tuple[int, set[tuple[int, int]]]:
 
 
 def _assert_qr_encodes_the_uri(page: httpx.Response) -> str:
-    secret = re.search(r'id="totp-secret">([A-Z2-7]+)<', page.text)
+    secret = secret_of(page)
     shown = re.search(r'id="otpauth-uri">([^<]+)<', page.text)
-    assert secret and shown, page.text
+    assert shown, page.text
     uri = html.unescape(shown.group(1))
     parts = urlsplit(uri)
     assert parts.scheme == "otpauth" and parts.netloc == "totp"
-    assert parse_qs(parts.query)["secret"] == [secret.group(1)]
+    assert parse_qs(parts.query)["secret"] == [secret]
 
     figure = re.search(r'<figure id="totp-qr">(<svg .*?</svg>)</figure>', page.text, re.S)
     assert figure, page.text
@@ -85,3 +86,29 @@ def test_authenticator_reset_page_shows_the_new_uri_as_a_qr_code(
     assert page.status_code == 200, page.text
     uri = _assert_qr_encodes_the_uri(page)
     assert f"secret={holder.totp_secret}" not in uri  # the new secret, not the current one
+
+
+def test_the_secret_is_shown_in_fours_and_copied_whole(
+    chromium: Browser, server: LiveServer
+) -> None:
+    """Groups of four for the eye; the copy button gives the app the secret without spaces,
+    and the app's codes check out against it."""
+    context = chromium.new_context(base_url=server.url)
+    try:
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        page = context.new_page()
+        page.goto("/portal/sign-up")
+        page.fill("input[name=email]", f"copy-{secrets.token_hex(4)}@example.com")
+        page.fill("input[name=password]", PASSWORD)
+        with page.expect_navigation():
+            page.get_by_role("button", name="Create account").click()
+        shown = page.locator("#totp-secret").inner_text().strip()
+        assert re.fullmatch(r"([A-Z2-7]{4} )+[A-Z2-7]{1,4}", shown), shown
+        page.get_by_role("button", name="Copy the secret").click()
+        expect(page.locator("#secret-copy-status")).to_have_text("Copied.")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == shown.replace(" ", "")
+        uri = page.locator("#otpauth-uri").inner_text()
+        assert parse_qs(urlsplit(uri).query)["secret"] == [copied]
+    finally:
+        context.close()

@@ -13,6 +13,7 @@ from portal.conftest import signed_in
 SIGNED_OUT = ["/portal/sign-in", "/portal/sign-up", "/oauth/login?txn=unknown"]
 SIGNED_IN = [
     "/portal/",
+    "/portal/connect",
     "/portal/activity",
     "/portal/activity.csv",
     "/portal/keys",
@@ -30,6 +31,10 @@ def _assert_guarded(response: httpx.Response) -> None:
     assert directives["frame-ancestors"] == ["'none'"], response.url
     assert directives["default-src"] == ["'none'"], response.url
     assert "'unsafe-inline'" not in directives.get("script-src", []), response.url
+    if response.url.path.startswith("/portal"):
+        # The portal's own stylesheet, nothing inline: markup cannot restyle a page.
+        assert directives["style-src"] == ["'self'"], response.url
+        assert directives["script-src"] == ["'self'"], response.url
     assert headers["cache-control"] == "no-store", response.url
     assert headers["referrer-policy"] == "no-referrer", response.url
 

@@ -19,7 +19,7 @@ from paysign.policy.decide import MAX_PENDING_SELLERS
 from paysign.policy.rules import parse_rule
 from paysign.services import accounts, keys, policy
 from paysign.store.schema import pending_sellers, refusals
-from portal.conftest import code, csrf_of, error_of, signed_in
+from portal.conftest import code, csrf_of, error_of, redirected, signed_in
 
 OTHER_PAY_TO = "0x" + "ab" * 20
 
@@ -70,7 +70,8 @@ def agent(browser: httpx.Client, runtime: Runtime, holder: accounts.CreatedAccou
 
 
 def _shown(page: httpx.Response) -> list[str]:
-    return [unescape(s) for s in re.findall(r'<td class="mono">([^<]*)</td>', page.text)]
+    found = re.findall(r'<td class="mono" data-label="Seller">([^<]*)</td>', page.text)
+    return [unescape(s) for s in found]
 
 
 def _link(page: httpx.Response, name: str) -> str | None:
@@ -145,14 +146,15 @@ def test_the_approvals_page_of_a_full_queue_is_one_page_at_a_time(
     assert 'id="queue-full"' in first.text
     assert _link(first, "prev") is None and _link(first, "next") == "/portal/approvals?page=2"
     # Where the money would go, before approving: payTo, amount in USDC, network.
-    assert first.text.count(f'<td class="mono pay-to">{PAY_TO.lower()}</td>') == 50
-    assert "<td>0.01</td><td>eip155:84532</td>" in first.text
+    pay_to = f'<td class="mono pay-to" data-label="Pays to">{PAY_TO.lower()}</td>'
+    assert first.text.count(pay_to) == 50
+    assert '>0.01</td><td data-label="Network">Base Sepolia</td>' in first.text
 
     second = browser.get("/portal/approvals", params={"page": "2"})
     assert second.status_code == 200
     assert _shown(second) == sellers[50:]
     assert _link(second, "prev") == "/portal/approvals?page=1" and _link(second, "next") is None
-    assert f'<td class="mono pay-to">{OTHER_PAY_TO}</td><td>1.234567</td>' in second.text
+    assert f'>{OTHER_PAY_TO}</td><td data-label="Amount (USDC)">1.234567</td>' in second.text
     assert agent.seller(MAX_PENDING_SELLERS) not in first.text + second.text
 
     # Past the end is the last page; anything but a page number is a 400 that changes nothing.
@@ -180,8 +182,8 @@ def test_the_approvals_page_of_a_full_queue_is_one_page_at_a_time(
             "totp": code(holder.totp_secret, clock),
         },
     )
-    assert approved.status_code == 200, approved.text
-    assert _shown(approved) == sellers[50:99] and 'id="queue-full"' not in approved.text
+    shown = redirected(browser, approved, "/portal/approvals?page=2")
+    assert _shown(shown) == sellers[50:99] and 'id="queue-full"' not in shown.text
 
 
 def test_approvals_pages_need_a_signed_in_session(browser: httpx.Client) -> None:

@@ -7,7 +7,7 @@ import httpx
 from conftest import FrozenClock
 from paysign.bootstrap import Runtime
 from paysign.services import accounts, policy
-from portal.conftest import PASSWORD, code, csrf_of, error_of, sign_in
+from portal.conftest import PASSWORD, code, csrf_of, error_of, redirected, sign_in
 
 
 def _settings(csrf: str, **overrides: str) -> dict[str, str]:
@@ -37,7 +37,7 @@ def test_policy_tighten_freely_loosen_with_a_fresh_code(
     csrf = csrf_of(page)
 
     tighter = browser.post("/portal/policy/settings", data=_settings(csrf, daily="2.5"))
-    assert tighter.status_code == 200, tighter.text
+    assert "Policy saved." in redirected(browser, tighter, "/portal/policy").text
     got = policy.get_policy(runtime.db, email=holder.email)
     assert got["caps"]["daily"] == 2_500_000
 
@@ -53,12 +53,12 @@ def test_policy_tighten_freely_loosen_with_a_fresh_code(
     clock.advance(30)
     fresh = code(holder.totp_secret, clock)
     done = browser.post("/portal/policy/settings", data=_settings(csrf, daily="", totp=fresh))
-    assert done.status_code == 200, done.text
+    assert done.status_code == 303, done.text
     assert policy.get_policy(runtime.db, email=holder.email)["caps"]["daily"] is None
 
     # Rules: a deny rule needs no code; removing it (loosening) does; bad rules are refused.
     deny = {"csrf": csrf, "action": "add", "kind": "deny", "rule": "https://Bad.Example.com/v1/"}
-    assert browser.post("/portal/policy/rules", data=deny).status_code == 200
+    assert browser.post("/portal/policy/rules", data=deny).status_code == 303
     assert policy.get_policy(runtime.db, email=holder.email)["deny"] == ["bad.example.com/v1"]
     invalid = browser.post("/portal/policy/rules", data={**deny, "rule": "*.com"})
     assert invalid.status_code == 400
@@ -71,12 +71,12 @@ def test_policy_tighten_freely_loosen_with_a_fresh_code(
     allowed = browser.post(
         "/portal/policy/rules", data={**allow, "totp": code(holder.totp_secret, clock)}
     )
-    assert allowed.status_code == 200
+    assert allowed.status_code == 303
     clock.advance(30)
     removed = browser.post(
         "/portal/policy/rules", data={**remove, "totp": code(holder.totp_secret, clock)}
     )
-    assert removed.status_code == 200
+    assert removed.status_code == 303
     final = policy.get_policy(runtime.db, email=holder.email)
     assert final["allow"] == ["good.example.com"] and final["deny"] == []
 

@@ -12,9 +12,19 @@ import pytest
 from conftest import FrozenClock, signature_body
 from paysign.bootstrap import Runtime
 from paysign.services import accounts, keys
-from paysign.services.sign_in import SIGN_IN_FAILED
+from paysign.services.sign_in import CODE_ALREADY_USED, SIGN_IN_FAILED
 from paysign.store import portal_repo
-from portal.conftest import COOKIE, PASSWORD, code, csrf_of, error_of, sign_in, signed_in
+from portal.conftest import (
+    COOKIE,
+    PASSWORD,
+    code,
+    csrf_of,
+    error_of,
+    redirected,
+    secret_of,
+    sign_in,
+    signed_in,
+)
 
 
 def test_sign_up_enrol_and_sign_in(browser: httpx.Client, runtime: Runtime) -> None:
@@ -26,7 +36,7 @@ def test_sign_up_enrol_and_sign_in(browser: httpx.Client, runtime: Runtime) -> N
     )
     assert enrol.status_code == 200, enrol.text
     assert enrol.headers["cache-control"] == "no-store"
-    secret = re.search(r'id="totp-secret">([A-Z2-7]+)<', enrol.text).group(1)  # type: ignore[union-attr]
+    secret = secret_of(enrol)
     assert "otpauth://totp/paysign:" in enrol.text and f"secret={secret}" in enrol.text
     confirmed = sign_in(browser, email, PASSWORD, code(secret, runtime.clock), csrf=csrf_of(enrol))
     assert confirmed.status_code == 303
@@ -72,7 +82,7 @@ def test_replayed_code_is_refused(
     assert browser.get("/portal/").status_code == 303
     replay = sign_in(browser, holder.email, PASSWORD, totp)
     assert replay.status_code == 401
-    assert error_of(replay) == SIGN_IN_FAILED
+    assert error_of(replay) == CODE_ALREADY_USED  # the password was right: say what to do
 
 
 def test_wrong_password_and_unknown_email_look_the_same(
@@ -207,14 +217,15 @@ def test_key_step_up_signature_and_approval(
             "totp": code(holder.totp_secret, clock),
         },
     )
-    assert decided.status_code == 200 and 'id="no-pending"' in decided.text
+    assert 'id="no-pending"' in redirected(browser, decided, "/portal/approvals").text
     paid = browser.post("/wallets/signatures", json=signature_body(seller_url=seller), headers=auth)
     assert paid.status_code == 200, paid.text
 
     activity = browser.get("/portal/activity")
     assert activity.status_code == 200
     assert activity.text.count(host_path) >= 2 and "allow-pending" in activity.text
-    assert "<td>signed" in activity.text and "<td>refused" in activity.text
+    assert '<td data-label="Decision">signed' in activity.text
+    assert '<td data-label="Decision">refused' in activity.text
     home = browser.get("/portal/")
     assert 'id="spend"' in home.text and 'id="pending-count"' in home.text
 
@@ -224,7 +235,7 @@ def test_key_step_up_signature_and_approval(
         and "never" not in keys_page.text.split('id="active-key"')[1].split("</tr>")[0]
     )
     revoked = browser.post("/portal/keys/revoke", data={"csrf": csrf_of(keys_page)})
-    assert revoked.status_code == 200 and "Create a key" in revoked.text
+    assert "Create a key" in redirected(browser, revoked, "/portal/keys").text
     after = browser.post(
         "/wallets/signatures", json=signature_body(seller_url=seller), headers=auth
     )

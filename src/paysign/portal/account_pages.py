@@ -177,7 +177,7 @@ class AccountPages:
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
             return await self._settings_page(session, status=status, error=refused.message)
-        return await self._settings_page(session, notice=f"Password changed. {ended}")
+        return self.portal.after_post("/settings", notice=f"Password changed. {ended}")
 
     async def reset_authenticator(self, request: Request) -> Response:
         session, form = await self.portal.form_session(request)
@@ -217,9 +217,8 @@ class AccountPages:
             )
         except CredentialsRefused as refused:
             return await self._settings_page(session, status=400, error=refused.message)
-        return await self._settings_page(
-            session,
-            notice=f"The new authenticator is in use. {ended}",
+        return self.portal.after_post(
+            "/settings", notice=f"The new authenticator is in use. {ended}"
         )
 
     async def end_other_sessions(self, request: Request) -> Response:
@@ -229,7 +228,7 @@ class AccountPages:
         ended = await run_in_threadpool(
             account_security.end_other_sessions, self.portal.deps, session
         )
-        return await self._settings_page(session, notice=f"{ended} other session(s) signed out.")
+        return self.portal.after_post("/settings", notice=f"{ended} other session(s) signed out.")
 
     async def disconnect_assistants(self, request: Request) -> Response:
         session, _ = await self.portal.form_session(request)
@@ -238,6 +237,6 @@ class AccountPages:
         ended = await run_in_threadpool(
             account_security.disconnect_assistants, self.portal.deps, session.account_id
         )
-        return await self._settings_page(
-            session, notice=f"{ended} connected assistant(s) disconnected."
+        return self.portal.after_post(
+            "/settings", notice=f"{ended} connected assistant(s) disconnected."
         )

@@ -38,6 +38,11 @@ def page_number(text: str) -> int | None:
     return int(text)
 
 
+def _approvals_path(page: int) -> str:
+    """The page of the queue a decision returns to."""
+    return "/approvals" if page == 1 else f"/approvals?page={page}"
+
+
 class ApprovalPages:
     """The approvals queue."""
 
@@ -99,7 +104,7 @@ class ApprovalPages:
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
             return await self._approvals_page(session, page, status=status, error=refused.message)
-        return await self._approvals_page(session, page, notice=f"{seller}: {_DONE[kind]}.")
+        return self.portal.after_post(_approvals_path(page), notice=f"{seller}: {_DONE[kind]}.")
 
     async def bulk(self, request: Request) -> Response:
         """Approve or deny the selected sellers (repeated ``seller`` fields) together."""
@@ -145,6 +150,6 @@ class ApprovalPages:
             status = 429 if refused.rate_limited else 401
             return await self._approvals_page(session, page, status=status, error=message)
         listed = ", ".join(rules)
-        return await self._approvals_page(
-            session, page, notice=f"{len(rules)} seller(s) {_DONE[kind]}: {listed}."
+        return self.portal.after_post(
+            _approvals_path(page), notice=f"{len(rules)} seller(s) {_DONE[kind]}: {listed}."
         )

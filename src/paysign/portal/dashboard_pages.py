@@ -1,5 +1,6 @@
-"""The overview (dashboard): the wallet and its testnet balance, spend against the caps as bars,
-recent payments, pending approvals, and the button that asks the faucet for test funds."""
+"""The overview (dashboard): what waits for a decision (pending sellers with their price), spend
+against every cap, today's refusals by reason, the wallet and its testnet balance, the key's
+expiry, recent payments, and the button that asks the faucet for test funds."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import FaucetRateLimited, FaucetTransferPending, SandboxChainUnavailable
-from paysign.portal.web import FORM_EXPIRED, Portal, usdc_text
+from paysign.policy.caps import iso
+from paysign.portal.display import network_name
+from paysign.portal.web import FORM_EXPIRED, PREFIX, Portal, usdc_text
 from paysign.services import portal_overview, sandbox_wallet
-from paysign.services.portal_overview import Overview
+from paysign.services.portal_overview import REFUSALS_COUNTED, Overview
 from paysign.services.sessions import Session
 
 
@@ -77,6 +80,8 @@ class DashboardPages:
             balance=balance,
             sandbox=sandbox_wallet.configured(deps),
             bars=[SpendBar.of(*window) for window in overview.spend],
+            refusals_link=f"{PREFIX}/activity?decision=refused&from={iso(overview.now)[:10]}",
+            refusals_counted=f"{REFUSALS_COUNTED:,}",
             faucet_amount=deps.test_funds_amount,
             **context,
         )
@@ -105,12 +110,12 @@ class DashboardPages:
         except SandboxChainUnavailable as down:
             return await self._page(session, status=503, error=f"No test funds: {down.detail}")
         except FaucetTransferPending as pending:
-            # Sent, not yet confirmed: not a refusal, so 202 and a notice.
-            return await self._page(
-                session, status=202, notice=f"{amount} test USDC are on the way: {pending.detail}."
+            # Sent, not yet confirmed: not a refusal, a notice.
+            return self.portal.after_post(
+                "/", notice=f"{amount} test USDC are on the way: {pending.detail}."
             )
-        return await self._page(
-            session,
+        return self.portal.after_post(
+            "/",
             notice=f"{amount} test USDC were sent to your wallet "
-            f"(transaction {grant.transaction_hash} on {grant.network}).",
+            f"(transaction {grant.transaction_hash} on {network_name(grant.network)}).",
         )

@@ -80,4 +80,4 @@ class KeyPages:
             await run_in_threadpool(portal_keys.revoke_key, self.portal.deps, session.account_id)
         except NoActiveKey:
             return await self._keys_page(session, status=400, error="There is no active key.")
-        return await self._keys_page(session, notice="The key is revoked; it no longer works.")
+        return self.portal.after_post("/keys", notice="The key is revoked; it no longer works.")

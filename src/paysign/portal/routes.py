@@ -4,20 +4,29 @@ the form, call one use case in ``paysign.services``, and render a template. One 
 
 from __future__ import annotations
 
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from paysign.portal.account_pages import AccountPages
 from paysign.portal.activity_pages import ActivityPages
 from paysign.portal.approval_pages import ApprovalPages
+from paysign.portal.connect_pages import ConnectPages
 from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
 from paysign.portal.policy_pages import PolicyPages
-from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_script
+from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_file
 from paysign.services.portal_deps import PortalRuntime
 
 
+async def to_portal(request: Request) -> Response:
+    """The site's root: people who type the bare address land in the portal."""
+    return RedirectResponse(f"{PREFIX}/", status_code=303)
+
+
 def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
-    """The portal's routes, with their full paths under ``/portal``."""
+    """The portal's routes, with their full paths under ``/portal``, and ``GET /`` leading
+    there (unless a route mounted before these, the MCP connector's, is at ``/``)."""
     portal = Portal(runtime)
     account = AccountPages(portal)
     dashboard = DashboardPages(portal)
@@ -25,10 +34,19 @@ def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
     keys = KeyPages(portal)
     approvals = ApprovalPages(portal)
     policy = PolicyPages(portal)
+    settings = runtime.settings
+    connect = ConnectPages(
+        portal,
+        api_url=settings.resolved_base_url,
+        mcp_url=settings.resolved_mcp_url,
+        auth_url=settings.resolved_auth_url,
+    )
     pages: list[tuple[str, Endpoint, list[str]]] = [
         ("/", dashboard.home, ["GET"]),
         ("/faucet", dashboard.request_test_funds, ["POST"]),
-        ("/static/portal.js", static_script("portal.js"), ["GET"]),
+        ("/static/portal.js", static_file("portal.js", "text/javascript"), ["GET"]),
+        ("/static/portal.css", static_file("portal.css", "text/css"), ["GET"]),
+        ("/connect", connect.connect, ["GET"]),
         ("/activity", activity.activity, ["GET"]),
         ("/activity.csv", activity.export, ["GET"]),
         ("/sign-in", account.sign_in, ["GET", "POST"]),
@@ -48,8 +66,12 @@ def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
         ("/policy/settings", policy.settings, ["POST"]),
         ("/policy/rules", policy.rules, ["POST"]),
         ("/policy/preview", policy.preview, ["POST"]),
+        ("/policy/freeze", policy.freeze, ["POST"]),
     ]
     return [
-        Route(PREFIX + path, no_bearer(endpoint), methods=methods)
-        for path, endpoint, methods in pages
+        *(
+            Route(PREFIX + path, no_bearer(portal, endpoint), methods=methods)
+            for path, endpoint, methods in pages
+        ),
+        Route("/", to_portal, methods=["GET"]),
     ]

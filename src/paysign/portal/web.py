@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from paysign.policy.caps import iso
+from paysign.portal.display import grouped, network_name, refusal_reason, when
 from paysign.portal.qr import qr_svg
 from paysign.protocol.usdc import format_usdc
 from paysign.protocol.usdc import parse_usdc as usdc_base_units
@@ -32,14 +34,31 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    # Scripts only from the portal's own files (static/): never inline, so injected markup
-    # cannot run. Styles stay inline (base.html), which cannot run code.
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; "
-    "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    # Scripts and the stylesheet only from the portal's own files (static/), never inline:
+    # injected markup can neither run nor restyle the page (a fake form over a real one).
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 }
 MAX_FORM_BYTES = 16 * 1024  # the largest form (a rule) is a few kilobytes
 Endpoint = Callable[[Request], Awaitable[Response]]
 FORM_EXPIRED = "This form has expired or was not sent from this page. Reload it and try again."
+# A notice travels from a POST to the page its redirect shows in a short-lived cookie: the
+# redirect may reach another worker, and a notice is not worth a database row.
+NOTICE_SECONDS = 60
+MAX_NOTICE_CHARS = 600
+# The notice the request being answered carries, read by ``no_bearer`` and shown by ``render``.
+_carried_notice: ContextVar[str | None] = ContextVar("carried_notice", default=None)
+# Which navigation entry each page's template belongs to (``aria-current`` in base.html).
+NAV_OF_TEMPLATE = {
+    "home.html": "overview",
+    "connect.html": "connect",
+    "keys.html": "keys",
+    "approvals.html": "approvals",
+    "policy.html": "policy",
+    "activity.html": "activity",
+    "settings.html": "settings",
+    "authenticator.html": "settings",
+}
 
 
 def _is_loopback(host: str) -> bool:
@@ -104,6 +123,10 @@ def _templates() -> Environment:
     env.filters["usdc"] = usdc_text
     env.filters["qr_svg"] = qr_svg
     env.filters["iso"] = lambda value: iso(int(value)) if value is not None else ""
+    env.filters["when"] = when
+    env.filters["network_name"] = network_name
+    env.filters["grouped"] = grouped
+    env.filters["refusal_reason"] = refusal_reason
     return env
 
 
@@ -114,6 +137,7 @@ class Portal:
     def __init__(self, runtime: PortalRuntime) -> None:
         self.deps: PortalDeps = portal_deps(runtime)
         self.cookie_name, self.secure = cookie_policy(runtime.settings.resolved_base_url)
+        self.notice_cookie = self.cookie_name.replace("session", "notice")
         self.env = _templates()
 
     def render(
@@ -124,10 +148,13 @@ class Portal:
         status: int = 200,
         **context: Any,
     ) -> HTMLResponse:
+        if context.get("notice") is None and status < 300:
+            context["notice"] = _carried_notice.get()
         html = self.env.get_template(template).render(
             base=PREFIX,
             csrf=session.csrf if session else "",
             signed_in=bool(session and session.account_id),
+            current=NAV_OF_TEMPLATE.get(template),
             **context,
         )
         response = HTMLResponse(html, status_code=status, headers=HEADERS)
@@ -144,6 +171,22 @@ class Portal:
             httponly=True,
             samesite="lax",
         )
+
+    def after_post(self, path: str, notice: str | None = None) -> Response:
+        """Post/Redirect/Get: a form that changed something answers with a redirect to the page
+        showing the result, so reloading that page does not send the form again."""
+        response = RedirectResponse(f"{PREFIX}{path}", status_code=303, headers=HEADERS)
+        if notice:
+            response.set_cookie(
+                self.notice_cookie,
+                quote(notice[:MAX_NOTICE_CHARS]),
+                max_age=NOTICE_SECONDS,
+                path="/",
+                secure=self.secure,
+                httponly=True,
+                samesite="lax",
+            )
+        return response
 
     def refused(self, message: str, status: int) -> HTMLResponse:
         return self.render("message.html", None, status=status, title="Refused", error=message)
@@ -166,39 +209,59 @@ class Portal:
         return RedirectResponse(f"{PREFIX}/sign-in", status_code=303, headers=HEADERS)
 
 
-def static_script(name: str) -> Endpoint:
-    """One of the portal's own scripts (``static/<name>``), read once: a fixed file per route,
-    so no request path ever reaches the file system."""
+def static_file(name: str, media_type: str) -> Endpoint:
+    """One of the portal's own files (``static/<name>``: its script, its stylesheet), read once:
+    a fixed file per route, so no request path ever reaches the file system."""
     body = (Path(__file__).with_name("static") / name).read_bytes()
     headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 
     async def serve(request: Request) -> Response:
-        return Response(body, media_type="text/javascript", headers=headers)
+        return Response(body, media_type=media_type, headers=headers)
 
     return serve
 
 
-def no_bearer(endpoint: Endpoint) -> Endpoint:
+def no_bearer(portal: Portal, endpoint: Endpoint) -> Endpoint:
     """Refuse any portal request that carries an ``Authorization`` header: an API key (or any
-    token) never reaches a portal page or action, whatever cookie comes with it."""
+    token) never reaches a portal page or action, whatever cookie comes with it. A page shown
+    after a form's redirect also gets the form's notice here, once."""
 
     async def guarded(request: Request) -> Response:
-        if "authorization" in request.headers:
-            return HTMLResponse(
-                "<!doctype html><title>Refused · paysign</title><p>The portal is for your "
-                "browser session; API keys and tokens are not accepted here.</p>",
-                status_code=403,
-                headers=HEADERS,
-            )
-        # A form always comes with its length (browsers send one): no unbounded chunked body.
-        bodiless = "0" if request.method in ("GET", "HEAD") else ""
-        length = request.headers.get("content-length", bodiless)
-        if not length.isdigit() or int(length) > MAX_FORM_BYTES:
-            return HTMLResponse(
-                "<!doctype html><title>Refused · paysign</title><p>This form is too large.</p>",
-                status_code=413,
-                headers=HEADERS,
-            )
-        return await endpoint(request)
+        refusal = _refusal(request)
+        if refusal is not None:
+            return refusal
+        carried = request.cookies.get(portal.notice_cookie) if request.method == "GET" else None
+        if not carried:
+            return await endpoint(request)
+        token = _carried_notice.set(unquote(carried)[:MAX_NOTICE_CHARS])
+        try:
+            response = await endpoint(request)
+        finally:
+            _carried_notice.reset(token)
+        response.delete_cookie(
+            portal.notice_cookie, path="/", secure=portal.secure, httponly=True, samesite="lax"
+        )
+        return response
 
     return guarded
+
+
+def _refusal(request: Request) -> Response | None:
+    """The answer to a request no portal endpoint may see, or ``None``."""
+    if "authorization" in request.headers:
+        return HTMLResponse(
+            "<!doctype html><title>Refused · paysign</title><p>The portal is for your "
+            "browser session; API keys and tokens are not accepted here.</p>",
+            status_code=403,
+            headers=HEADERS,
+        )
+    # A form always comes with its length (browsers send one): no unbounded chunked body.
+    bodiless = "0" if request.method in ("GET", "HEAD") else ""
+    length = request.headers.get("content-length", bodiless)
+    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+        return HTMLResponse(
+            "<!doctype html><title>Refused · paysign</title><p>This form is too large.</p>",
+            status_code=413,
+            headers=HEADERS,
+        )
+    return None

@@ -1,21 +1,36 @@
 """The account at a glance, as the dashboard and the keys page show it: the wallet, the API
-keys, spend against the caps, the pending approvals and the latest signatures."""
+keys, spend against every cap, today's refusals by reason, the sellers waiting for approval
+with their price, and the latest signatures."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from paysign.errors import AccountNotFound
-from paysign.policy.caps import day_window, month_window
+from paysign.policy.caps import Window, day_window, hour_window, month_window
 from paysign.services.portal_deps import PortalDeps
 from paysign.store import activity_repo, policy_repo, portal_repo
 from paysign.store.activity_repo import ActivityFilters, ActivityRow
+from paysign.store.policy_repo import PendingSeller
 from paysign.store.portal_repo import KeyRow
 
-__all__ = ["RECENT_PAYMENTS", "ActivityRow", "KeyRow", "Overview", "active_key", "overview"]
+__all__ = [
+    "RECENT_PAYMENTS",
+    "ActivityRow",
+    "KeyRow",
+    "Overview",
+    "PendingSeller",
+    "active_key",
+    "overview",
+]
 
 #: The dashboard's recent payments: the activity list's newest signatures.
 RECENT_PAYMENTS = ActivityFilters(decision="signed")
+#: The pending sellers the overview lists (the approvals page has them all).
+PENDING_SHOWN = 5
+#: Today's refusals are counted up to this many; past it the overview says "or more".
+REFUSALS_COUNTED = 1_000
 
 
 def active_key(rows: list[KeyRow], now: int) -> KeyRow | None:
@@ -34,6 +49,14 @@ class Overview:
     recent: list[ActivityRow]
     #: When this was read: the moment a key is judged active or expired against.
     now: int
+    #: The largest single payment the policy allows, in base units; None when uncapped.
+    per_payment: int | None = None
+    #: Today's (UTC) refusals as (reason slug, count), the most frequent first (then by name).
+    refusals_today: tuple[tuple[str, int], ...] = ()
+    #: True when today's refusals reached ``REFUSALS_COUNTED``: the counts are a floor.
+    refusals_capped: bool = False
+    #: The oldest few sellers waiting for approval, with their latest price and payee.
+    pending_sellers: tuple[PendingSeller, ...] = ()
 
 
 def overview(deps: PortalDeps, account_id: str) -> Overview:
@@ -43,13 +66,21 @@ def overview(deps: PortalDeps, account_id: str) -> Overview:
         if account is None:
             raise AccountNotFound("the signed-in account no longer exists")
         caps = policy_repo.load_settings(conn, account_id).caps
+        # The hourly cap is off unless set: no bar for a window nothing limits.
+        windows: list[tuple[str, Window, int | None]] = (
+            [("This hour (UTC)", hour_window(now), caps.hourly)] if caps.hourly else []
+        )
+        windows += [
+            ("Today (UTC)", day_window(now), caps.daily),
+            ("This month (UTC)", month_window(now), caps.monthly),
+        ]
         spend = [
             (label, policy_repo.spent_in(conn, account_id, window), limit)
-            for label, window, limit in (
-                ("Today (UTC)", day_window(now), caps.daily),
-                ("This month (UTC)", month_window(now), caps.monthly),
-            )
+            for label, window, limit in windows
         ]
+        today = ActivityFilters(decision="refused", since=day_window(now).start)
+        refused = activity_repo.page(conn, account_id, today, limit=REFUSALS_COUNTED)
+        by_reason = Counter(row.reason or "unknown" for row in refused)
         return Overview(
             account.email,
             portal_repo.wallet_address(conn, account_id),
@@ -58,4 +89,8 @@ def overview(deps: PortalDeps, account_id: str) -> Overview:
             spend,
             activity_repo.page(conn, account_id, RECENT_PAYMENTS, limit=5),
             now,
+            per_payment=caps.per_payment,
+            refusals_today=tuple(sorted(by_reason.items(), key=lambda item: (-item[1], item[0]))),
+            refusals_capped=len(refused) >= REFUSALS_COUNTED,
+            pending_sellers=tuple(policy_repo.pending_of(conn, account_id, limit=PENDING_SHOWN)),
         )

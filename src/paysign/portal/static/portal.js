@@ -13,7 +13,10 @@ document.querySelectorAll("button[data-copy]").forEach(function (button) {
   }
   button.hidden = false;
   button.addEventListener("click", function () {
-    navigator.clipboard.writeText(source.textContent.trim()).then(
+    // A grouped secret is shown with spaces for the eye; it is copied without them.
+    var text = source.textContent.trim();
+    if (button.hasAttribute("data-copy-compact")) { text = text.replace(/\s+/g, ""); }
+    navigator.clipboard.writeText(text).then(
       function () {
         if (status) { status.textContent = "Copied."; }
       },
@@ -24,7 +27,7 @@ document.querySelectorAll("button[data-copy]").forEach(function (button) {
         var selection = window.getSelection();
         selection.removeAllRanges();
         selection.addRange(range);
-        if (status) { status.textContent = "Could not copy: the key is selected, copy it with Ctrl+C."; }
+        if (status) { status.textContent = "Could not copy: the text is selected, copy it with Ctrl+C."; }
       }
     );
   });
