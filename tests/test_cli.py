@@ -148,9 +148,16 @@ def test_policy_commands(env: dict[str, str], tmp_path: Path) -> None:
     assert before == {
         "approval": "openEcosystem",
         "ecosystems": {"premium": True, "standard": True, "openEcosystem": True},
-        "caps": {"perPayment": 1_000_000, "daily": 10_000_000, "monthly": 100_000_000},
+        "caps": {
+            "perPayment": 1_000_000,
+            "daily": 10_000_000,
+            "monthly": 100_000_000,
+            "hourly": None,
+        },
         "allow": [],
         "deny": [],
+        "payTo": {"allow": [], "deny": []},
+        "frozen": False,
         "pending": [],
     }
     bad = dict(before, caps={"perPayment": -1, "daily": None, "monthly": None})

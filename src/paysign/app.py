@@ -10,7 +10,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 
 from paysign.api.catalog import make_catalog_endpoints
 from paysign.api.direct import DirectRoutingApp
@@ -21,16 +21,19 @@ from paysign.api.openapi import openapi_document
 from paysign.api.pages import healthz, json_response, make_problem_page, make_readyz
 from paysign.api.redirects import redirect_slashes_relatively
 from paysign.api.signatures import SignatureEndpoint
+from paysign.api.wallet_status import make_wallet_status_endpoint
 from paysign.bootstrap import Runtime
 from paysign.catalog.tiers import TierLookup
 from paysign.connector import Connector, metadata_paths, protected_resource_metadata
 from paysign.connector.auth import ApiKeyResolver, ChainedResolver
 from paysign.custody.signer_process import SignerProcess
+from paysign.http.cors import open_to_browsers
 from paysign.http.problems import internal_error_response, problem_response
 from paysign.oauth.connector import OAuthResolver
 from paysign.oauth.routes import create_oauth_routes
 from paysign.portal import create_portal
 from paysign.protocol import WalletSigner
+from paysign.services.budget import Budget
 from paysign.services.catalog import Catalog
 from paysign.services.oauth_clients import Registrations
 from paysign.services.oauth_grants import AuthorizationService, OAuthConfig
@@ -54,6 +57,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
         runtime.registry,
         tiers or catalog,
         wallet_signer=signer.wallet_signer if signer is not None else WalletSigner,
+        listings=catalog,
     )
     public_catalog, full_catalog = make_catalog_endpoints(catalog, deps)
     sign = SignatureEndpoint(deps, problem_base, settings.max_body_bytes, completion=signer)
@@ -83,7 +87,8 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     oauth_service = AuthorizationService(runtime.db, runtime.vault, runtime.clock, oauth_config)
     oauth_routes = create_oauth_routes(oauth_service, Registrations(runtime.db, runtime.clock))
     resolver = ChainedResolver(ApiKeyResolver(deps), OAuthResolver(oauth_service))
-    connector = Connector(settings, deps, catalog, resolver=resolver)
+    budget = Budget(runtime.db, runtime.clock, runtime.sandbox_chain)
+    connector = Connector(settings, deps, catalog, resolver=resolver, budget=budget)
     resource_metadata = protected_resource_metadata(
         settings.resolved_mcp_url, settings.resolved_auth_url
     )
@@ -91,10 +96,15 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     async def protected_resource(request: Request) -> Response:
         return json_response(resource_metadata)
 
+    # Browser-based MCP clients call these from their own origin (http/cors.py).
+    get = ["GET", "OPTIONS"]
     connector_routes = [
-        Route(urlsplit(settings.resolved_mcp_url).path or "/", connector),
+        Route(
+            urlsplit(settings.resolved_mcp_url).path or "/",
+            open_to_browsers(connector, ["GET", "POST", "DELETE", "OPTIONS"]),
+        ),
         *(
-            Route(path, protected_resource, methods=["GET"])
+            Route(path, open_to_browsers(request_response(protected_resource), get), methods=get)
             for path in metadata_paths(settings.resolved_mcp_url)
         ),
     ]
@@ -109,6 +119,11 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             make_faucet_endpoint(runtime, deps, problem_base),
             methods=["POST"],
         ),
+        Route(
+            "/wallets/status",
+            make_wallet_status_endpoint(budget, deps, problem_base),
+            methods=["GET"],
+        ),
         Route("/catalog", public_catalog, methods=["GET"]),
         Route("/buyers/catalog", public_catalog, methods=["GET"]),
         Route(urlsplit(settings.resolved_catalog_file_url).path, full_catalog, methods=["GET"]),
@@ -118,7 +133,11 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             "/metrics", make_metrics_endpoint(settings.metrics_token, problem_base), methods=["GET"]
         ),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        Route("/problems/{slug}", make_problem_page(problem_base), methods=["GET"]),
+        Route(
+            "/problems/{slug}",
+            make_problem_page(problem_base, f"{settings.resolved_base_url}/portal"),
+            methods=["GET"],
+        ),
     ]
     handlers: dict[Any, Any] = {HTTPException: http_error, Exception: internal_error}
     app = DirectRoutingApp(routes=routes, exception_handlers=handlers)

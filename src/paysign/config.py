@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # The embedded default plays Base Sepolia with a local token; mainnet is always Circle's USDC.
 BASE_MAINNET_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class Settings(BaseSettings):
@@ -44,6 +45,11 @@ class Settings(BaseSettings):
     #: Base64 (url-safe) 32-byte key-encryption key. Without it a 0600 file in data_dir is used.
     master_key: str | None = Field(default=None, repr=False)
     previous_master_keys: str | None = Field(default=None, repr=False)
+    #: The master key inside a PKCS#11 token instead (it never leaves it):
+    #: ``module=/usr/lib/softhsm/libsofthsm2.so,token=LABEL,key=LABEL,pin_file=PATH``.
+    master_key_pkcs11: str | None = None
+    #: A PKCS#11 master key being rotated away from (same form), opened as a previous key.
+    previous_master_key_pkcs11: str | None = None
 
     #: USDC contract per network; the EIP-712 domain name/version the token really uses.
     usdc_mainnet: str = BASE_MAINNET_USDC
@@ -81,8 +87,9 @@ class Settings(BaseSettings):
     devchain_dump_interval_seconds: float = 5.0
     test_funds_amount: int = 10_000_000  # 10 test USDC per grant
 
-    #: How listings are paid (the catalog's paymentDetails / sandboxPaymentDetails).
-    catalog_pay_to: str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+    #: How listings are paid (the catalog's paymentDetails / sandboxPaymentDetails). Unset, the
+    #: catalog names no payment details (``paysign demo`` sets a demo address).
+    catalog_pay_to: str | None = None
     catalog_max_timeout_seconds: int = 60
     #: Where ``paysign demo`` serves the demo sellers; the demo catalog seeded on first start
     #: points its listings there.
@@ -114,6 +121,9 @@ class Settings(BaseSettings):
     oauth_code_ttl_seconds: int = Field(default=60, ge=1, le=60)
     oauth_access_token_ttl_seconds: int = 900
     oauth_refresh_token_ttl_seconds: int = 30 * 24 * 3600
+    #: A refresh retried this soon after it succeeded (the client lost the answer) gets the
+    #: same new pair; later, presenting the rotated token revokes the grant.
+    oauth_refresh_retry_grace_seconds: int = Field(default=30, ge=0, le=300)
     #: How long the sign-in and consent pages of one authorization request stay valid.
     oauth_sign_in_ttl_seconds: int = 600
     #: Failed sign-ins allowed per account (email) and per client address in one window.
@@ -133,6 +143,8 @@ class Settings(BaseSettings):
     #: event loop's core; false signs every payment on the event loop.
     signer_process: bool = True
     max_body_bytes: int = 64 * 1024
+    #: The least severe log events written: debug, info (one line per request), warning,
+    #: error or critical.
     log_level: str = "info"
     #: Bearer token ``/metrics`` requires, from any client; unset, only a loopback client with
     #: no proxy header is answered (docs/metrics.md). A secret: never logged.
@@ -155,6 +167,14 @@ class Settings(BaseSettings):
             single = network.num_addresses == 1 and "/" not in entry
             networks.append(str(network.network_address) if single else str(network))
         return ",".join(networks)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().lower()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level
 
     @property
     def trusted_proxy_list(self) -> list[str]:

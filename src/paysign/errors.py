@@ -114,6 +114,14 @@ class InvalidAccountInput(PaysignError):
     title = "Invalid account details"
 
 
+class BackupRefused(PaysignError):
+    """A backup or restore the operator asked for cannot be done as asked (a destination that
+    exists, a data directory not empty, a file that is not a paysign database)."""
+
+    slug = "backup-refused"
+    title = "Backup or restore refused"
+
+
 class InvalidPolicy(PaysignError):
     slug = "invalid-policy"
     title = "Invalid source policy"
@@ -153,6 +161,26 @@ class SpendCapExceeded(PaymentRefused):
     title = "Spend cap exceeded"
 
 
+class PriceAboveListing(PaymentRefused):
+    slug = "price-above-listing"
+    title = "Price above the seller's listing"
+
+
+class PayeeMismatch(PaymentRefused):
+    slug = "payee-mismatch"
+    title = "Payee differs from the seller's listing"
+
+
+class SpendingFrozen(PaymentRefused):
+    slug = "spending-frozen"
+    title = "Spending is frozen"
+
+
+class PayeeDenied(PaymentRefused):
+    slug = "payee-denied"
+    title = "Payee is refused by the policy"
+
+
 class NotAuthenticated(PaysignError):
     """Missing, malformed, unknown, expired or revoked credential — deliberately not which."""
 
@@ -166,6 +194,19 @@ class InvalidCatalog(PaysignError):
 
     def __init__(self, pointer: str, reason: str) -> None:
         super().__init__(f"{pointer or '/'}: {reason}", pointer=pointer)
+
+
+class ListingNotFound(PaysignError):
+    slug = "listing-not-found"
+    title = "No such listing"
+
+
+class SchemaFromNewerVersion(PaysignError):
+    """The database was migrated by a newer paysign than the one running (a rolled-back
+    upgrade): this version cannot know what the newer schema means."""
+
+    slug = "schema-from-newer-version"
+    title = "Database schema from a newer paysign"
 
 
 class FaucetRateLimited(PaysignError):

@@ -1,5 +1,6 @@
 """``paysign``: run the service and administer it.
 
+    paysign --version
     paysign serve [--host H] [--port P] [--workers N]
     paysign demo [--host H] [--port P]
     paysign reconcile
@@ -10,16 +11,27 @@
     paysign admin set-policy --email E --file policy.json
     paysign admin approve-seller --email E --seller HOST[/PATH]
     paysign admin deny-seller --email E --seller HOST[/PATH]
+    paysign admin freeze --email E | unfreeze --email E
     paysign admin activity --email E [--limit N]
-    paysign catalog import FILE | list [--tier T] [--tag T]
+    paysign admin list-accounts [--json]
+    paysign admin disable-account --email E | enable-account --email E
+    paysign admin reset-authenticator --email E
+    paysign admin rotate-master-key
+    paysign backup DEST | restore SRC
+    paysign catalog import FILE [--prune] | remove NAME | list [--tier T] [--tag T] [--json]
+    paysign check
+    paysign migrate [--status]
     paysign pay URL [-X M] [-H 'K: V'] [-d DATA] [--sandbox] [--max-usdc A]
     paysign call NAME key=value …
+    paysign status [--seller URL] [--json]
     paysign devchain info | reset
 
 Admin commands print one JSON object on stdout, act on the same database as the server
 (``PAYSIGN_DATABASE_URL`` or ``PAYSIGN_DATA_DIR``), and exit 1 with a message on refusal.
-One module per area: ``admin.py`` (accounts, keys), ``policy.py``, ``catalog.py``; this one
-holds the top-level group and the service's own commands.
+One module per area: ``admin.py`` (accounts, keys), ``policy.py``, ``catalog.py``,
+``ops.py`` (check, migrate), ``accounts.py`` (list, disable, authenticator reset),
+``custody.py`` (master-key rotation, backup, restore); this one holds the top-level group
+and the service's own commands.
 """
 
 from __future__ import annotations
@@ -32,16 +44,22 @@ from paysign.chain.authorizations import RpcAuthorizationStates
 from paysign.chain.cli import devchain
 from paysign.chain.devchain_files import running_devchain
 from paysign.cli._common import built, emit
+from paysign.cli.accounts import ACCOUNT_COMMANDS
 from paysign.cli.admin import admin
 from paysign.cli.catalog import catalog
+from paysign.cli.custody import CUSTODY_ADMIN_COMMANDS, CUSTODY_COMMANDS
+from paysign.cli.ops import check, environment_settings, migrate
 from paysign.cli.policy import POLICY_COMMANDS
-from paysign.client.cli import call, catalog_list, pay
+from paysign.client.catalog_cli import catalog_list
+from paysign.client.cli import call, pay
+from paysign.client.status_cli import status
 from paysign.config import Settings
 from paysign.demo.cli import demo
 from paysign.services.reconcile import reconcile
 
 
 @click.group()
+@click.version_option(package_name="paysign", prog_name="paysign", message="%(prog)s %(version)s")
 def main() -> None:
     """paysign — custodial x402 payment signing for AI agents."""
 
@@ -60,7 +78,7 @@ def serve(host: str | None, port: int | None, workers: int) -> None:
     """Run the service with the embedded defaults (or the PAYSIGN_* settings)."""
     from paysign.serving.command import run_serve
 
-    sys.exit(run_serve(Settings.listening_on(host, port), workers))
+    sys.exit(run_serve(environment_settings(host, port), workers))
 
 
 @main.command("reconcile")
@@ -89,11 +107,20 @@ def reconcile_command() -> None:
 # Registration: one line per command, grouped by the module that defines it.
 for command in POLICY_COMMANDS:
     admin.add_command(command)
+for command in ACCOUNT_COMMANDS:  # list, disable, enable, reset-authenticator
+    admin.add_command(command)
+for command in CUSTODY_ADMIN_COMMANDS:  # rotate-master-key
+    admin.add_command(command)
+for command in CUSTODY_COMMANDS:  # paysign backup, paysign restore
+    main.add_command(command)
 main.add_command(admin)
 main.add_command(catalog)
 main.add_command(devchain)
+main.add_command(check)  # paysign check, paysign migrate: before serving, when upgrading
+main.add_command(migrate)
 main.add_command(demo)  # paysign demo: sellers and a facilitator beside the service
 # The buyer's commands: paysign pay, paysign call, paysign catalog list (docs/client.md).
 main.add_command(pay)
 main.add_command(call)
+main.add_command(status)  # paysign status: what the API key's wallet can still spend
 catalog.add_command(catalog_list)

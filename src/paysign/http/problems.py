@@ -128,11 +128,55 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             403,
             errors.SpendCapExceeded.title,
             "Signing this payment would pass one of the account's spend caps. The members "
-            "say which cap (`perPayment`, `daily` or `monthly`), its `limit` and what "
-            "`remaining`, in USDC base units, and `resetsAt` (UTC) for the daily and monthly "
+            "say which cap (`perPayment`, `hourly`, `daily` or `monthly`, or `seller.daily` or "
+            "`seller.monthly` for the budget of the allow rule named in `rule`), its `limit` "
+            "and what `remaining`, in USDC base units, and `resetsAt` (UTC) for the windowed "
             "caps. Sandbox payments (`X-Sandbox-Mode: true` on the testnet) do not count.",
             "Retrying will not help before `resetsAt`. A smaller payment may fit in what "
             "remains; a larger cap is the account holder's decision, in the portal.",
+        ),
+        ProblemType(
+            "price-above-listing",
+            403,
+            errors.PriceAboveListing.title,
+            "The seller is a catalog listing (the `listing` member), and its terms ask more "
+            "than the listing's published price (`listedPrice`, `amount`: USDC base units). "
+            "A listed seller is held to its listing: a seller endpoint that asks more may be "
+            "compromised or spoofed.",
+            "Do not pay these terms. Check the price in the catalog; if the seller really "
+            "charges more now, it must update its listing. Retrying will not help.",
+        ),
+        ProblemType(
+            "payee-mismatch",
+            403,
+            errors.PayeeMismatch.title,
+            "The seller is a catalog listing (the `listing` member), and its terms pay "
+            "another address (`payTo`) than the catalog's payment details publish for the "
+            "terms' network (`listedPayTo`; null when the catalog is not paid on that "
+            "network). A seller endpoint that names another payee may be compromised or "
+            "spoofed.",
+            "Do not pay these terms, and tell the account holder: the seller's endpoint is "
+            "not answering as its listing says. Retrying will not help.",
+        ),
+        ProblemType(
+            "payee-denied",
+            403,
+            errors.PayeeDenied.title,
+            "The terms pay an address (`payTo`) the account's payee rules refuse: it is on "
+            "the payee deny list, or the payee allow list is not empty and it is not on it "
+            "(`rule` says which: `payTo.deny` or `payTo.allow`). Payee rules are checked "
+            "before anything else, whatever the seller.",
+            "Do not pay this address. Only the account holder can change the payee rules, in "
+            "the portal; retrying will not help.",
+        ),
+        ProblemType(
+            "spending-frozen",
+            403,
+            errors.SpendingFrozen.title,
+            "The account holder has frozen spending: every payment, live and sandbox, is "
+            "refused until they unfreeze it. The API key still works for the catalog.",
+            "Do not retry. Only the account holder can unfreeze spending, in the portal "
+            "(with a fresh authenticator code), or the operator with `paysign admin unfreeze`.",
         ),
         ProblemType(
             "test-funds-rate-limited",

@@ -29,6 +29,8 @@ accounts = sa.Table(
     sa.Column("password_hash", sa.String(200), nullable=False),
     sa.Column("sealed_totp_secret", sa.LargeBinary, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    # Set by an operator: the account's credentials are refused; nothing of it is deleted.
+    sa.Column("disabled_at", sa.BigInteger, nullable=True),
 )
 
 wallets = sa.Table(
@@ -100,6 +102,11 @@ policies = sa.Table(
     sa.Column("cap_daily", sa.BigInteger, nullable=True),
     sa.Column("cap_monthly", sa.BigInteger, nullable=True),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    # Every payment refused, live and sandbox, until the account holder unfreezes it.
+    sa.Column("frozen", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The payTo allow and deny lists, as JSON (read with the policy by every signing request).
+    sa.Column("payee_rules", sa.Text, nullable=True),
+    sa.Column("cap_hourly", sa.BigInteger, nullable=True),
 )
 
 policy_rules = sa.Table(
@@ -111,6 +118,9 @@ policy_rules = sa.Table(
     sa.Column("host", sa.String(300), nullable=False),
     sa.Column("path", sa.String(2048), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    # An allow rule's own caps (a budget per seller), in base units; NULL for none.
+    sa.Column("cap_daily", sa.BigInteger, nullable=True),
+    sa.Column("cap_monthly", sa.BigInteger, nullable=True),
     # Host right after the account: the signing path looks rules up by (account, candidate
     # host), and this one index answers that with a probe, not a scan of the account's rules
     # (with kind second, SQLite without statistics scanned all 10,000 of them).
@@ -137,6 +147,20 @@ spend_windows = sa.Table(
     "spend_windows",
     metadata,
     sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    # "daily" or "monthly"; "hourly" too for an account with an hourly cap
+    sa.Column("window", sa.String(8), primary_key=True),
+    sa.Column("start", sa.BigInteger, primary_key=True),
+    sa.Column("spent", sa.BigInteger, nullable=False),
+)
+
+# What the payments under an allow rule's budget have spent, per window; keyed by the rule's
+# host and path (not its row), so the spend survives the policy being saved again.
+seller_spend_windows = sa.Table(
+    "seller_spend_windows",
+    metadata,
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("host", sa.String(300), primary_key=True),
+    sa.Column("path", sa.String(2048), primary_key=True),
     sa.Column("window", sa.String(8), primary_key=True),  # "daily" or "monthly"
     sa.Column("start", sa.BigInteger, primary_key=True),
     sa.Column("spent", sa.BigInteger, nullable=False),
@@ -276,6 +300,9 @@ oauth_tokens = sa.Table(
     sa.Column("expires_at", sa.BigInteger, nullable=False),
     sa.Column("rotated_at", sa.BigInteger, nullable=True),
     sa.Column("revoked_at", sa.BigInteger, nullable=True),
+    # Refresh tokens only: the sealed key the pair that replaces this token is derived with
+    # (from the token itself), so a retried refresh gets the same pair without storing it.
+    sa.Column("successor_key", sa.LargeBinary, nullable=True),
 )
 sa.Index("ix_oauth_tokens_family", oauth_tokens.c.family)
 
