@@ -71,18 +71,16 @@ def test_a_presented_key_must_be_valid(http, seeded, account) -> None:
 def test_listed_sellers_take_their_tier_in_the_policy(seeded, account, http) -> None:
     headers = {"Authorization": f"Bearer {account['api_key']}"}
     listed = "http://sellers.example/weather/v1/forecast/Paris?units=metric"  # STANDARD
-    signed = http.post(
-        "/wallets/signatures", json=signature_body(seller_url=listed), headers=headers
-    )
+    at_its_price = signature_body(seller_url=listed, amount="2000")  # listed at 0.002 USDC
+    signed = http.post("/wallets/signatures", json=at_its_price, headers=headers)
     assert signed.status_code == 200, signed.text
     # The Open Ecosystem listing and unlisted paths still need approval.
-    for url in (
-        "http://sellers.example/facts/v1/fact",
-        "http://sellers.example/weather/v1/forecast/a/b",
+    for url, amount in (
+        ("http://sellers.example/facts/v1/fact", "1000"),  # listed at 0.001 USDC
+        ("http://sellers.example/weather/v1/forecast/a/b", "10000"),
     ):
-        refused = http.post(
-            "/wallets/signatures", json=signature_body(seller_url=url), headers=headers
-        )
+        body = signature_body(seller_url=url, amount=amount)
+        refused = http.post("/wallets/signatures", json=body, headers=headers)
         assert refused.status_code == 403 and refused.json()["type"].endswith("/allow-pending")
 
 
