@@ -85,7 +85,9 @@ def test_list_tools_in_both_protocol_eras(world: World, buyer: Buyer) -> None:
             assert "0.002 USDC" in (weather.description or "")
             assert weather.input_schema["required"] == ["city"]
             assert weather.input_schema["properties"]["sandbox"]["type"] == "boolean"
-            assert "sandbox" not in by_name["company_filings"].input_schema["properties"]
+            assert by_name["company_filings"].input_schema["properties"]["sandbox"]["type"] == (
+                "boolean"
+            )
             assert "text" in by_name["translate_text"].input_schema["properties"]
             return set(by_name), client.session
 

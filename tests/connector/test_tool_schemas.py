@@ -6,19 +6,24 @@ signed, naming the argument; every result is structured as the tool's outputSche
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import jsonschema
 import mcp_types as types
 import pytest
 
+from conftest import LiveServer
+from paysign.bootstrap import Runtime
 from paysign.services import activity
+from paysign.services.catalog import demo_catalog, import_catalog
 
 from .conftest import Buyer, World, connect, make_buyer
 
 #: A call to each demo listing as a model writes it from the listed schema alone.
 MODEL_CALLS: dict[str, dict[str, Any]] = {
     "market_quote": {"symbol": "ACME", "sandbox": True},
+    "company_filings": {"company": "ACME", "limit": 3, "sandbox": True},
     "weather_forecast": {"city": "Paris", "units": "imperial", "sandbox": True},
     "translate_text": {"text": "hello", "target": "fr", "sandbox": True},
 }
@@ -52,7 +57,7 @@ def test_listing_tools_declare_every_input_with_its_type(world: World, buyer: Bu
         "minimum": 1,
         "maximum": 20,
     }
-    assert "sandbox" not in filings["properties"]  # no sandbox to ask for
+    assert filings["properties"]["sandbox"]["type"] == "boolean"
     for tool in tools.values():
         assert tool.input_schema["additionalProperties"] is False, tool.name
         assert tool.output_schema is not None, tool.name
@@ -85,23 +90,48 @@ def test_a_model_shaped_call_pays_each_demo_listing_in_the_sandbox(
         assert out["body"]["translatedText"] == "bonjour"
     if name == "weather_forecast":
         assert out["body"]["units"] == "imperial"
+    if name == "company_filings":
+        assert len(out["body"]["filings"]) == 3
 
 
-def test_company_filings_without_a_sandbox_says_so_before_signing(
-    world: World, buyer: Buyer
+def listing_without_a_sandbox() -> dict[str, Any]:
+    """A listing made for the test (every demo listing has a sandbox), at an address nothing
+    listens on: a call that reached the seller would fail differently."""
+    (filings,) = [
+        entry
+        for entry in demo_catalog("http://127.0.0.1:9")["catalog"]
+        if entry["name"] == "company_filings"
+    ]
+    entry = copy.deepcopy(filings)
+    entry.update(
+        id="0d5e7f91-2b4c-4d6e-8f0a-1b3c5d7e9f20", name="archived_filings", sandboxAvailable=False
+    )
+    entry["inputs"]["header"] = []
+    return entry
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_listing_without_a_sandbox_says_so_before_signing(
+    runtime: Runtime, live_server: LiveServer, account: dict[str, str]
 ) -> None:
-    async def scenario() -> list[types.CallToolResult]:
-        async with connect(world.mcp_url, buyer.api_key) as client:
-            return [
-                await client.call_tool("company_filings", {"company": "ACME", "sandbox": flag})
+    import_catalog(runtime.db, runtime.clock, {"catalog": [listing_without_a_sandbox()]})
+
+    async def scenario() -> tuple[types.Tool, list[types.CallToolResult]]:
+        async with connect(f"{live_server.url}/mcp", account["api_key"]) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            calls = [
+                await client.call_tool("archived_filings", {"company": "ACME", "sandbox": flag})
                 for flag in (True, "true")
             ]
+            return tools["archived_filings"], calls
 
-    for result in run(scenario()):
+    tool, results = run(scenario())
+    assert "sandbox" not in tool.input_schema["properties"]  # no sandbox to ask for
+    for result in results:
         assert result.is_error
         error = (result.structured_content or {})["error"]
         assert error["type"] == "sandbox-unavailable" and error["argument"] == "sandbox"
-    assert activity.activity(world.runtime.db, email=buyer.email) == []
+    assert activity.activity(runtime.db, email=account["email"]) == []
 
 
 INVALID_CALLS = [

@@ -10,6 +10,7 @@ hand them verbatim to ``POST /wallets/signatures``, and send the returned header
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import secrets
 import time
@@ -23,14 +24,16 @@ import pytest
 
 from conftest import LiveServer, free_port
 from paysign.bootstrap import Runtime, build_runtime
+from paysign.catalog.listing import parse_catalog_entries
 from paysign.chain.devchain import find_anvil, sandbox_chain
 from paysign.chain.testnet import SandboxChain
 from paysign.chain.usdc import TRANSFER_TOPIC
 from paysign.config import Settings
 from paysign.demo.runner import DemoStack
-from paysign.demo.terms import DemoSettings
+from paysign.demo.sellers import DemoSellers
+from paysign.demo.terms import DemoListing, DemoSettings
 from paysign.services import accounts, keys, policy
-from paysign.services.catalog import seed_demo_catalog
+from paysign.services.catalog import demo_catalog, seed_demo_catalog
 
 SANDBOX = {"X-Sandbox-Mode": "true"}
 
@@ -118,6 +121,30 @@ def buyer(demo_world: DemoWorld) -> Buyer:
     wallet = created.wallet_address
     demo_world.chain.send_usdc(address(wallet), 1_000_000)
     return Buyer(email, issued.api_key, wallet)
+
+
+@pytest.fixture
+def seller_without_sandbox(demo_world: DemoWorld) -> Iterator[str]:
+    """The demo's sellers built for one listing made for the test, ``company_filings`` with
+    ``sandboxAvailable: false`` (every demo listing has a sandbox), paid through the demo's
+    facilitator: its URL, ``…/market/v1/filings``."""
+    port = free_port()
+    (filings,) = [
+        entry
+        for entry in demo_catalog(f"http://127.0.0.1:{port}")["catalog"]
+        if entry["name"] == "company_filings"
+    ]
+    entry = copy.deepcopy(filings)
+    entry.update(sandboxAvailable=False)
+    entry["inputs"]["header"] = []
+    (listing,) = parse_catalog_entries([entry])
+    sellers = DemoSellers(
+        [DemoListing(listing, "/market/v1/filings")],
+        demo_world.stack.terms,
+        demo_world.stack.facilitator_url,
+    )
+    with LiveServer(sellers.app(), port) as server:
+        yield server.url + "/market/v1/filings"
 
 
 # ---- acting as the agent ----

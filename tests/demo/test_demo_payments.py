@@ -71,6 +71,7 @@ def pay_v2(world: DemoWorld, buyer: Buyer, url: str, amount: int) -> tuple[str, 
     ("path", "price", "field", "value"),
     [
         ("/market/v1/quote/acme", 10_000, "symbol", "ACME"),
+        ("/market/v1/filings?company=Acme&limit=2", 50_000, "company", "Acme"),
         ("/weather/v1/forecast/Paris?units=imperial", 2_000, "temperatureUnit", "F"),
     ],
 )
@@ -327,8 +328,10 @@ def test_a_signature_presented_after_valid_before_does_not_settle(
     assert refused.value.reason == "FiatTokenV2: authorization is expired"
 
 
-def test_a_listing_without_sandbox_refuses_sandbox_calls(demo_world: DemoWorld) -> None:
-    url = demo_world.sellers + "/market/v1/filings?company=Acme"
+def test_a_listing_without_sandbox_refuses_sandbox_calls(
+    demo_world: DemoWorld, seller_without_sandbox: str
+) -> None:
+    url = seller_without_sandbox + "?company=Acme"
 
     refused = httpx.get(url, headers=SANDBOX)
     assert refused.status_code == 400

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paysign.http.cors import open_to_browsers
+from paysign.oauth.basic_credentials import BasicCredentials
 from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
 from paysign.services.oauth_clients import MAX_BODY_BYTES, TOO_LARGE, Registrations
@@ -201,14 +202,16 @@ def create_oauth_routes(
         Route(f"{base}/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
         Route(
             f"{base}/token",
-            open_to_browsers(ResourceCheckedToken(token_app, config.mcp_url), post),
+            open_to_browsers(
+                ResourceCheckedToken(BasicCredentials(token_app), config.mcp_url), post
+            ),
             methods=post,
         ),
         Route(f"{base}/register", open_to_browsers(request_response(register), post), methods=post),
         Route(f"{base}/register/{{client_id}}", read_registration, methods=["GET"]),
         Route(
             f"{base}/revoke",
-            RevocationHandler(provider, authenticator).handle,
+            BasicCredentials(request_response(RevocationHandler(provider, authenticator).handle)),
             methods=["POST"],
         ),
         Route(f"{base}/login", pages.login, methods=["GET", "POST"]),
