@@ -112,7 +112,7 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
     routes = [
         *connector_routes,
         *oauth_routes,
-        *create_portal(runtime),
+        *create_portal(runtime, catalog),
         Route("/wallets/signatures", sign, methods=["POST"]),
         Route(
             "/wallets/testnet/funds",

@@ -34,6 +34,8 @@ def _rows(
     network: str = "eip155:84532",
     sandbox: bool = True,
     amount: int = 10_000,
+    status: str = "signed",
+    settled_tx: str | None = None,
 ) -> None:
     """``count`` rows, one second apart, inserted as the signing path would leave them."""
     common = {
@@ -66,7 +68,8 @@ def _rows(
                 "nonce": secrets.token_bytes(32),
                 "valid_before": start + i + 60,
                 "x402_version": 2,
-                "status": "signed",
+                "status": status,
+                "settled_tx": settled_tx,
                 "tier": "STANDARD",
                 "rule": host,
                 "created_at": start + i,
@@ -205,6 +208,7 @@ def test_csv_export_has_every_matching_row_guarded_against_formulas(
         "rule",
         "detail",
         "pay_to",
+        "transaction",
     ]
     body = table[1:]
     assert len(body) == 1_031
@@ -230,3 +234,77 @@ def test_activity_needs_a_signed_in_session(browser: httpx.Client) -> None:
     for path in ("/portal/activity", "/portal/activity.csv"):
         response = browser.get(path)
         assert response.status_code == 303 and response.headers["location"] == "/portal/sign-in"
+
+
+TX = "0x" + "ab" * 30 + "cdef"
+
+
+def _settlements(page: httpx.Response) -> list[str]:
+    return re.findall(r'data-settlement="([a-z]+)"', page.text)
+
+
+def test_each_payment_shows_whether_it_moved_money_and_filters_and_exports_by_it(
+    session: httpx.Client, runtime: Runtime, holder: accounts.CreatedAccount
+) -> None:
+    me = holder.account_id
+    _rows(runtime, me, 1, path="/waiting", start=T0)
+    _rows(runtime, me, 1, path="/gone", start=T0 + 10, status="expired", sandbox=False)
+    _rows(runtime, me, 1, path="/sandbox-paid", start=T0 + 20, status="settled", settled_tx=TX)
+    _rows(
+        runtime,
+        me,
+        1,
+        path="/base-paid",
+        start=T0 + 30,
+        status="settled",
+        settled_tx=TX,
+        network="eip155:8453",
+        sandbox=False,
+    )
+    _rows(runtime, me, 1, refused=True, path="/refused", start=T0 + 40)
+
+    page = session.get("/portal/activity")
+    assert _settlements(page) == ["settled", "settled", "expired", "awaiting"]
+    # The hash is shortened; Base links to its explorer, the sandbox chain to nothing.
+    assert page.text.count(f'title="{TX}"') == 2
+    assert page.text.count("0xabab…cdef") == 2
+    assert page.text.count('href="https://basescan.org/tx/') == 1
+    assert f'href="https://basescan.org/tx/{TX}"' in page.text
+    assert "Expired unused (spend released)" in page.text
+    assert "Awaiting settlement until" in page.text
+
+    settled = session.get("/portal/activity", params={"status": "settled"})
+    assert _sellers(settled) == ["api.example.com/base-paid", "api.example.com/sandbox-paid"]
+    expired = session.get("/portal/activity", params={"status": "expired"})
+    assert _sellers(expired) == ["api.example.com/gone"]
+    waiting = session.get("/portal/activity", params={"status": "awaiting"})
+    assert _sellers(waiting) == ["api.example.com/waiting"]
+    assert 'value="awaiting" selected' in waiting.text
+
+    export = session.get("/portal/activity.csv")
+    table = list(csv.reader(io.StringIO(export.text)))
+    status, transaction = table[0].index("status"), table[0].index("transaction")
+    assert [(row[2], row[status], row[transaction]) for row in table[1:]] == [
+        ("api.example.com/refused", "", ""),
+        ("api.example.com/base-paid", "settled", TX),
+        ("api.example.com/sandbox-paid", "settled", TX),
+        ("api.example.com/gone", "expired", ""),
+        ("api.example.com/waiting", "awaiting", ""),
+    ]
+    only_settled = session.get("/portal/activity.csv", params={"status": "settled"})
+    assert len(list(csv.reader(io.StringIO(only_settled.text)))) == 3
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"status": "paid"}, "“status” must be awaiting, settled or expired."),
+        ({"status": "settled", "decision": "refused"}, "A refusal has no settlement status"),
+    ],
+)
+def test_a_bad_status_filter_is_a_clear_400(
+    session: httpx.Client, params: dict[str, str], message: str
+) -> None:
+    for path in ("/portal/activity", "/portal/activity.csv"):
+        page = session.get(path, params=params)
+        assert page.status_code == 400 and message in unescape(error_of(page))

@@ -87,15 +87,18 @@ def test_spend_bars_and_recent_payments(
     # The last five signatures, newest first: the sandbox one, then p5 down to p2.
     recent = page.text.split('id="recent"')[1].split("</table>")[0]
     rows = re.findall(
-        r'<tr><td>(<time [^>]+>[^<]+</time>)</td><td class="mono">([^<]+)</td>', recent
+        r'<tr><td data-label="Time">(<time [^>]+>[^<]+</time>)</td>'
+        r'<td class="mono" data-label="Seller">([^<]+)</td>',
+        recent,
     )
     assert [seller for _, seller in rows] == [
         f"{ALLOWED}/sandbox",
         *(f"{ALLOWED}/p{i}" for i in (5, 4, 3, 2)),
     ]
     # Networks by name, times readable with the exact value beside them.
-    assert "<td>0.25</td><td>Base Sepolia (sandbox)</td>" in recent
-    assert "<td>0.1</td><td>Base</td>" in recent
+    amount, network = '<td data-label="Amount (USDC)">', '<td data-label="Network">'
+    assert f"{amount}0.25</td>{network}Base Sepolia (sandbox)</td>" in recent
+    assert f"{amount}0.1</td>{network}Base</td>" in recent
     assert rows[1][0] == (
         '<time datetime="2026-09-21T14:13:25Z" title="2026-09-21T14:13:25Z">'
         "21 Sep 2026, 14:13 UTC</time>"

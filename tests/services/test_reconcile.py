@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import sqlalchemy as sa
 
 from conftest import signature_body
 from paysign.chain.authorizations import ChainUnavailable, RpcAuthorizationStates, call_data
@@ -23,6 +24,7 @@ from paysign.services.reconcile import reconcile
 from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
+from paysign.store.schema import signatures
 
 USDC = 1_000_000
 TESTNET = "eip155:84532"
@@ -32,7 +34,9 @@ class FakeChain:
     def __init__(self, networks: set[str]) -> None:
         self._networks = frozenset(networks)
         self.used: set[bytes] = set()
+        self.transactions: dict[bytes, str] = {}
         self.fail = False
+        self.logs_fail = False
         self.calls = 0
 
     @property
@@ -44,6 +48,20 @@ class FakeChain:
         if self.fail:
             raise ChainUnavailable("down")
         return nonce in self.used
+
+    def settlement_tx(
+        self,
+        network: str,
+        token: bytes,
+        authorizer: bytes,
+        nonce: bytes,
+        *,
+        signed_at: int,
+        valid_before: int,
+    ) -> str | None:
+        if self.logs_fail:
+            raise ChainUnavailable("eth_getLogs refused")
+        return self.transactions.get(nonce)
 
 
 @pytest.fixture
@@ -278,9 +296,10 @@ def test_rpc_reader_reports_an_unreachable_node() -> None:
 def test_reconcile_on_the_dev_chain_releases_only_the_unused_signature(
     runtime, signing_store, sandbox_chain, account, clock
 ) -> None:
-    """Two live testnet payments signed through the use case; a relayer settles one on chain.
-    Past validBefore, the chain's authorizationState decides: settled stays counted, the
-    unused one is released."""
+    """Three live testnet payments signed through the use case; a relayer settles one on chain.
+    Past validBefore, the chain decides: the used one is settled with the transaction that used
+    it and stays counted, the unused one expires and is released, and one still valid awaits
+    settlement untouched."""
     import base64
     import json as jsonlib
 
@@ -309,7 +328,7 @@ def test_reconcile_on_the_dev_chain_releases_only_the_unused_signature(
     payload = jsonlib.loads(base64.b64decode(paid.header))
     auth = payload["payload"]["authorization"]
     relayer = Treasury(sandbox_chain.rpc, parse_private_key(ANVIL_DEV_KEYS[2]))
-    relayer.send(
+    receipt = relayer.send(
         sandbox_chain.usdc,
         transfer_with_authorization_data(
             parse_address(auth["from"]),
@@ -321,15 +340,58 @@ def test_reconcile_on_the_dev_chain_releases_only_the_unused_signature(
             bytes.fromhex(payload["payload"]["signature"][2:]),
         ),
     )
+    # Other transactions of the chain around it: the event is found among them, not guessed.
+    sandbox_chain.send_usdc(wallet, USDC)
     day = day_window(clock.now())
     assert spent(runtime, account, day) == 2 * USDC
 
     clock.advance(60 + 121)
+    waiting = sign_payment(deps, api_key, body, sandbox=False)
     chain = RpcAuthorizationStates({TESTNET: sandbox_chain.rpc_url})
     report = reconcile(runtime.db, clock, chain, grace_seconds=120)
     chain.close()
     assert (report.settled, report.expired, report.released) == (1, 1, USDC)
-    assert spent(runtime, account, day) == USDC
+    assert spent(runtime, account, day) == 2 * USDC  # the settled one and the one awaiting
     with runtime.db.read() as conn:
-        by_nonce = {s.nonce: s.status for s in repo.signatures_of(conn, account["account_id"])}
-    assert by_nonce == {paid.nonce: "settled", unused.nonce: "expired"}
+        rows = conn.execute(
+            sa.select(signatures.c.nonce, signatures.c.status, signatures.c.settled_tx).where(
+                signatures.c.account_id == account["account_id"]
+            )
+        ).all()
+    by_nonce = {bytes(r.nonce): (r.status, r.settled_tx) for r in rows}
+    assert by_nonce == {
+        paid.nonce: ("settled", receipt.transaction_hash),
+        unused.nonce: ("expired", None),
+        waiting.nonce: ("signed", None),
+    }
+
+
+def test_a_settled_signature_keeps_the_transaction_the_chain_names(
+    sign, runtime, capped, clock
+) -> None:
+    chain = FakeChain({TESTNET})
+    used = sign(capped, amount=USDC)
+    chain.used.add(used)
+    chain.transactions[used] = "0x" + "ab" * 32
+    clock.advance(3600)
+    assert reconcile(runtime.db, clock, chain, grace_seconds=120).settled == 1
+    with runtime.db.read() as conn:
+        stored = conn.execute(sa.select(signatures.c.status, signatures.c.settled_tx)).one()
+    assert tuple(stored) == ("settled", "0x" + "ab" * 32)
+
+
+def test_a_used_signature_whose_transaction_cannot_be_read_waits_for_the_next_pass(
+    sign, runtime, capped, clock
+) -> None:
+    chain = FakeChain({TESTNET})
+    used = sign(capped, amount=USDC)
+    chain.used.add(used)
+    chain.transactions[used] = "0x" + "cd" * 32
+    chain.logs_fail = True
+    clock.advance(3600)
+    assert reconcile(runtime.db, clock, chain, grace_seconds=120).interrupted
+    assert statuses(runtime, capped) == ["signed"]
+    chain.logs_fail = False
+    assert reconcile(runtime.db, clock, chain, grace_seconds=120).settled == 1
+    with runtime.db.read() as conn:
+        assert conn.execute(sa.select(signatures.c.settled_tx)).scalar_one() == "0x" + "cd" * 32

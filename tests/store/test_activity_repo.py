@@ -215,7 +215,9 @@ def test_export_reads_every_row_in_batches_as_guarded_csv(db: Database) -> None:
     assert lines[0].startswith("time_utc,decision,seller,amount_usdc")
     assert len(lines) == 1 + 6 + 1 and lines[-1] == ""
     assert lines[1].startswith("2026-09-21T") and ",refused,evil.example/=cmd,0.000005," in lines[1]
-    assert ",signed,api.example.com/4,1.500000,eip155:84532,true,signed,," in lines[2]
+    # A signature not yet reconciled is awaiting settlement; no transaction yet.
+    assert ",signed,api.example.com/4,1.500000,eip155:84532,true,awaiting,," in lines[2]
+    assert lines[2].endswith(",0x" + "22" * 20 + ",")
     assert list(all_rows(db, me, ActivityFilters(network="nowhere"))) == []
 
 

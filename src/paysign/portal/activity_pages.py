@@ -27,7 +27,12 @@ from paysign.services.sessions import Session
 PAGE_SIZE = 50
 DAY = 86_400
 NETWORKS = [("eip155:8453", "Base"), ("eip155:84532", "Base Sepolia")]
-FILTER_FIELDS = ("decision", "seller", "network", "sandbox", "from", "to")
+FILTER_FIELDS = ("decision", "status", "seller", "network", "sandbox", "from", "to")
+SETTLEMENTS = [
+    ("awaiting", "Awaiting settlement"),
+    ("settled", "Settled"),
+    ("expired", "Expired unused"),
+]
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
@@ -52,6 +57,8 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     >>> found = parse_filters({"decision": "signed", "sandbox": "no", "from": "2026-01-02"})[0]
     >>> found.decision, found.sandbox, found.since, found.until
     ('signed', False, 1767312000, None)
+    >>> parse_filters({"status": "awaiting"})[0].status   # as the reconciler stores it
+    'signed'
     >>> parse_filters({"network": "ethereum"})
     Traceback (most recent call last):
     paysign.portal.activity_pages.BadFilter: “network” must be Base or Base Sepolia.
@@ -60,6 +67,11 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     decision = form["decision"]
     if decision not in ("", "signed", "refused"):
         raise BadFilter("“decision” must be signed or refused.")
+    status = form["status"]
+    if status not in ("", *activity.STATUS_OF_SETTLEMENT):
+        raise BadFilter("“status” must be awaiting, settled or expired.")
+    if status and decision == "refused":
+        raise BadFilter("A refusal has no settlement status: choose a status or refusals.")
     seller = form["seller"]
     if len(seller) > MAX_SELLER_FILTER or not seller.isprintable():
         raise BadFilter(
@@ -86,6 +98,7 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
         sandbox=sandbox if isinstance(sandbox, bool) else None,
         since=since,
         until=until,
+        status=activity.STATUS_OF_SETTLEMENT[status] if status else None,
     )
     return filters, form
 
@@ -121,6 +134,7 @@ class ActivityPages:
             title="Activity",
             form=form,
             networks=NETWORKS,
+            settlements=SETTLEMENTS,
             csv_link=_link("/activity.csv", form),
             **context,
         )

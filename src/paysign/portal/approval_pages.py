@@ -1,6 +1,7 @@
 """Sellers waiting for the human's decision: approve (allow list) or deny (deny list), one at a
-time or a selection at once, ``PAGE_SIZE`` sellers a page (``?page=N``, on the forms' addresses
-too, so a decision shows the same page again).
+time — by its exact path, a path prefix or its whole host — or a selection at once,
+``PAGE_SIZE`` sellers a page (``?page=N``, on the forms' addresses too, so a decision shows the
+same page again).
 
 A bulk decision is one policy change: every selected seller is checked before anything is
 written, approving them all takes one fresh authenticator code, and either every rule is
@@ -16,13 +17,18 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from paysign.errors import InvalidPolicy
-from paysign.policy.decide import MAX_PENDING_SELLERS
+from paysign.policy.decide import MAX_PENDING_SELLERS, Tier
 from paysign.portal.web import FORM_EXPIRED, Portal
 from paysign.services import approvals, policy_edits
 from paysign.services.sessions import Session
 from paysign.services.sign_in import CredentialsRefused
 
 _DONE = {"allow": "approved (allow list)", "deny": "denied (deny list)"}
+TIER_NAMES = {
+    Tier.PREMIUM: "Premium",
+    Tier.STANDARD: "Standard",
+    Tier.OPEN_ECOSYSTEM: "Open-ecosystem",
+}
 PAGE_SIZE = 50
 BAD_PAGE = "“page” must be a page number (1, 2, …); nothing was changed."
 
@@ -38,6 +44,12 @@ def page_number(text: str) -> int | None:
     return int(text)
 
 
+def _reason(problem: InvalidPolicy) -> str:
+    """The detail is "<JSON pointer>: <reason>"; a person reads just the reason."""
+    reason = problem.detail.removeprefix(f"{problem.extensions.get('pointer')}: ")
+    return f"{reason[:1].upper()}{reason[1:]}."
+
+
 def _approvals_path(page: int) -> str:
     """The page of the queue a decision returns to."""
     return "/approvals" if page == 1 else f"/approvals?page={page}"
@@ -46,8 +58,9 @@ def _approvals_path(page: int) -> str:
 class ApprovalPages:
     """The approvals queue."""
 
-    def __init__(self, portal: Portal) -> None:
+    def __init__(self, portal: Portal, listings: approvals.Listings) -> None:
         self.portal = portal
+        self.listings = listings
 
     async def _approvals_page(
         self, session: Session, page: int = 1, *, status: int = 200, **context: Any
@@ -56,6 +69,7 @@ class ApprovalPages:
         listing = await run_in_threadpool(
             approvals.pending_page,
             self.portal.deps.db,
+            self.listings,
             session.account_id,
             page=page,
             size=PAGE_SIZE,
@@ -68,6 +82,7 @@ class ApprovalPages:
             pending=listing.sellers,
             listing=listing,
             limit=MAX_PENDING_SELLERS,
+            tier_names=TIER_NAMES,
             **context,
         )
 
@@ -91,20 +106,21 @@ class ApprovalPages:
             return await self._approvals_page(session, page, status=400, error="Approve or deny.")
         kind: Literal["allow", "deny"] = "allow" if decision == "allow" else "deny"
         try:
-            await run_in_threadpool(
-                policy_edits.decide_many,
+            rule = await run_in_threadpool(
+                approvals.decide,
                 self.portal.deps,
                 session.account_id,
-                [seller],
+                seller,
+                form.get("scope", ""),
                 kind,
                 form.get("totp", ""),
             )
         except InvalidPolicy as problem:
-            return await self._approvals_page(session, page, status=400, error=problem.detail)
+            return await self._approvals_page(session, page, status=400, error=_reason(problem))
         except CredentialsRefused as refused:
             status = 429 if refused.rate_limited else 401
             return await self._approvals_page(session, page, status=status, error=refused.message)
-        return self.portal.after_post(_approvals_path(page), notice=f"{seller}: {_DONE[kind]}.")
+        return self.portal.after_post(_approvals_path(page), notice=f"{rule}: {_DONE[kind]}.")
 
     async def bulk(self, request: Request) -> Response:
         """Approve or deny the selected sellers (repeated ``seller`` fields) together."""
@@ -135,11 +151,7 @@ class ApprovalPages:
                 form.get("totp", ""),
             )
         except InvalidPolicy as problem:
-            # The detail is "<JSON pointer>: <reason>"; a person reads just the reason.
-            reason = problem.detail.removeprefix(f"{problem.extensions.get('pointer')}: ")
-            return await self._approvals_page(
-                session, page, status=400, error=f"{reason[:1].upper()}{reason[1:]}."
-            )
+            return await self._approvals_page(session, page, status=400, error=_reason(problem))
         except CredentialsRefused as refused:
             message = (
                 refused.message

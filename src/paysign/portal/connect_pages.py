@@ -1,7 +1,10 @@
 """The Connect page: where an assistant or a program reaches paysign, and ready-to-copy
 settings for the common ones. The snippets name the API key by a placeholder, never the key:
 it is shown once, on the key page, and a page that repeated it would be one more place for it
-to leak from (a screenshot, a shared screen)."""
+to leak from (a screenshot, a shared screen).
+
+The assistants connected with OAuth are listed with a button each that revokes that one
+(every sign-in of its client); the settings page disconnects them all at once."""
 
 from __future__ import annotations
 
@@ -12,10 +15,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from paysign.portal.web import Portal
-from paysign.services import portal_connect
+from paysign.portal.web import FORM_EXPIRED, Portal
+from paysign.services import account_security, portal_connect
+from paysign.services.sessions import Session
 
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
+#: Client ids are at most this long (``oauth_clients.client_id``).
+MAX_CLIENT_ID = 64
+NOT_CONNECTED = "That assistant is not connected to your account; nothing was changed."
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +111,42 @@ class ConnectPages:
         session = await self.portal.session_of(request)
         if session is None or session.account_id is None:
             return self.portal.to_sign_in()
+        return await self._connect_page(session)
+
+    async def disconnect(self, request: Request) -> Response:
+        """Revoke one assistant: every grant its client holds for this account."""
+        session, form = await self.portal.form_session(request)
+        if session is None or session.account_id is None:
+            return self.portal.refused(FORM_EXPIRED, 403)
+        client_id = form.get("client", "")
+        # An empty id would mean "every assistant" to the use case: that is the settings
+        # page's button, never this one's.
+        if not client_id or len(client_id) > MAX_CLIENT_ID:
+            return await self._connect_page(session, status=400, error=NOT_CONNECTED)
+        ended = await run_in_threadpool(
+            account_security.disconnect_assistants,
+            self.portal.deps,
+            session.account_id,
+            client_id,
+        )
+        if not ended:
+            return await self._connect_page(session, status=404, error=NOT_CONNECTED)
+        return self.portal.after_post(
+            "/connect", notice=f"Assistant revoked: {ended} sign-in(s) ended."
+        )
+
+    async def _connect_page(
+        self, session: Session, *, status: int = 200, error: str = ""
+    ) -> Response:
+        assert session.account_id is not None
         found = await run_in_threadpool(
             portal_connect.connection, self.portal.deps, session.account_id
         )
         return self.portal.render(
             "connect.html",
             session,
+            status=status,
+            error=error,
             title="Connect an assistant",
             connection=found,
             api_url=self.api_url,

@@ -16,6 +16,7 @@ from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
 from paysign.portal.policy_pages import PolicyPages
 from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_file
+from paysign.services.approvals import Listings
 from paysign.services.portal_deps import PortalRuntime
 
 
@@ -24,15 +25,16 @@ async def to_portal(request: Request) -> Response:
     return RedirectResponse(f"{PREFIX}/", status_code=303)
 
 
-def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
+def create_portal(runtime: PortalRuntime, listings: Listings) -> list[BaseRoute]:
     """The portal's routes, with their full paths under ``/portal``, and ``GET /`` leading
-    there (unless a route mounted before these, the MCP connector's, is at ``/``)."""
+    there (unless a route mounted before these, the MCP connector's, is at ``/``); ``listings``
+    is the catalog the approvals page names pending sellers' listings from."""
     portal = Portal(runtime)
     account = AccountPages(portal)
     dashboard = DashboardPages(portal)
     activity = ActivityPages(portal)
     keys = KeyPages(portal)
-    approvals = ApprovalPages(portal)
+    approvals = ApprovalPages(portal, listings)
     policy = PolicyPages(portal)
     settings = runtime.settings
     connect = ConnectPages(
@@ -47,6 +49,7 @@ def create_portal(runtime: PortalRuntime) -> list[BaseRoute]:
         ("/static/portal.js", static_file("portal.js", "text/javascript"), ["GET"]),
         ("/static/portal.css", static_file("portal.css", "text/css"), ["GET"]),
         ("/connect", connect.connect, ["GET"]),
+        ("/connect/assistants", connect.disconnect, ["POST"]),
         ("/activity", activity.activity, ["GET"]),
         ("/activity.csv", activity.export, ["GET"]),
         ("/sign-in", account.sign_in, ["GET", "POST"]),

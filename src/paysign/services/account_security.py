@@ -127,7 +127,12 @@ def connected_assistants(deps: PortalDeps, account_id: str) -> int:
         return oauth_repo.connected_assistants(conn, account_id, deps.clock.now())
 
 
-def disconnect_assistants(deps: PortalDeps, account_id: str) -> int:
-    """Revoke every OAuth grant of the account (tightening: no code needed)."""
+def disconnect_assistants(deps: PortalDeps, account_id: str, client_id: str = "") -> int:
+    """Revoke every OAuth grant of the account, or only those of the client ``client_id``
+    (tightening: no code needed); returns how many live grants that disconnected (0 for a
+    client holding none of this account's)."""
+    now = deps.clock.now()
     with deps.db.write() as conn:
-        return oauth_repo.revoke_account_tokens(conn, account_id, deps.clock.now())
+        if client_id:
+            return oauth_repo.revoke_client_tokens(conn, account_id, client_id, now)
+        return oauth_repo.revoke_account_tokens(conn, account_id, now)

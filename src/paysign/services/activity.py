@@ -1,7 +1,9 @@
 """The account's audit trail: every signature and every refusal, newest first.
 
 Each entry says what was decided (``signed`` or ``refused``), why (the problem slug of a
-refusal), and which rule or switch decided it, so the holder can see what their agent did.
+refusal), and which rule or switch decided it, so the holder can see what their agent did; a
+signature also says whether it moved money: ``settled`` (with its transaction), ``expired``
+(unused, its spend given back) or ``awaiting`` settlement until its ``validBefore``.
 The rows are read by the database a page at a time (``store.activity_repo``): an account with
 a million signatures costs one page, not a million rows in memory.
 """
@@ -27,6 +29,11 @@ from paysign.store.activity_repo import Cursor as Cursor
 from paysign.store.database import Database
 
 EXPORT_BATCH = 1_000
+#: A signature's settlement as the holder reads it, from the status the reconciler stores.
+SETTLEMENT_OF_STATUS = {"signed": "awaiting", "settled": "settled", "expired": "expired"}
+STATUS_OF_SETTLEMENT = {name: status for status, name in SETTLEMENT_OF_STATUS.items()}
+#: Where a live Base transaction can be looked at; the sandbox chain has no explorer.
+EXPLORERS = {"eip155:8453": "https://basescan.org/tx/"}
 CSV_COLUMNS = (
     "time_utc",
     "decision",
@@ -38,8 +45,18 @@ CSV_COLUMNS = (
     "reason",
     "rule",
     "detail",
-    "pay_to",  # last, so that exports read by column position keep working
+    "pay_to",  # appended, so that exports read by column position keep working
+    "transaction",
 )
+
+
+def transaction_url(row: ActivityRow) -> str | None:
+    """The block explorer's page of a settled live payment's transaction; None on the sandbox
+    chain (a local one no explorer knows) and for networks without one."""
+    explorer = EXPLORERS.get(row.network)
+    if row.sandbox or explorer is None or not row.settled_tx:
+        return None
+    return explorer + row.settled_tx
 
 
 def entry_of(row: ActivityRow) -> dict[str, Any]:
@@ -56,6 +73,10 @@ def entry_of(row: ActivityRow) -> dict[str, Any]:
         entry |= {
             "payTo": row.pay_to,
             "status": row.status,
+            "settlement": SETTLEMENT_OF_STATUS.get(row.status or "", row.status),
+            "validBefore": iso(row.valid_before) if row.valid_before is not None else None,
+            "transaction": row.settled_tx,
+            "transactionUrl": transaction_url(row),
             "tier": row.tier,
             "rule": row.rule,
             "nonce": "0x" + (row.nonce or b"").hex(),
@@ -172,11 +193,12 @@ def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
                     format_usdc(row.amount, fixed=True),
                     csv_cell(row.network),
                     "true" if row.sandbox else "false",
-                    csv_cell(row.status or ""),
+                    SETTLEMENT_OF_STATUS.get(row.status or "", "") if row.kind == "signed" else "",
                     csv_cell(row.reason or ""),
                     csv_cell(row.rule or ""),
                     csv_cell(row.detail or ""),
                     csv_cell(row.pay_to or ""),
+                    row.settled_tx or "",
                 ]
             )
         yield flush()

@@ -1,6 +1,7 @@
 """The account at a glance, as the dashboard and the keys page show it: the wallet, the API
-keys, spend against every cap, today's refusals by reason, the sellers waiting for approval
-with their price, and the latest signatures."""
+keys, spend against every cap, settled spend apart from spend still reserved (signed, awaiting
+settlement), today's refusals by reason, the sellers waiting for approval with their price, and
+the latest signatures with their settlement."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from dataclasses import dataclass
 from paysign.errors import AccountNotFound
 from paysign.policy.caps import Window, day_window, hour_window, month_window
 from paysign.services.portal_deps import PortalDeps
-from paysign.store import activity_repo, policy_repo, portal_repo
+from paysign.store import activity_repo, policy_repo, portal_repo, settlement_repo
 from paysign.store.activity_repo import ActivityFilters, ActivityRow
 from paysign.store.policy_repo import PendingSeller
 from paysign.store.portal_repo import KeyRow
+from paysign.store.settlement_repo import SpendByStatus
 
 __all__ = [
     "RECENT_PAYMENTS",
@@ -21,6 +23,7 @@ __all__ = [
     "KeyRow",
     "Overview",
     "PendingSeller",
+    "SpendByStatus",
     "active_key",
     "overview",
 ]
@@ -57,6 +60,8 @@ class Overview:
     refusals_capped: bool = False
     #: The oldest few sellers waiting for approval, with their latest price and payee.
     pending_sellers: tuple[PendingSeller, ...] = ()
+    #: (window name, signed amounts by settlement) for today and this month (UTC).
+    settlement: tuple[tuple[str, SpendByStatus], ...] = ()
 
 
 def overview(deps: PortalDeps, account_id: str) -> Overview:
@@ -93,4 +98,11 @@ def overview(deps: PortalDeps, account_id: str) -> Overview:
             refusals_today=tuple(sorted(by_reason.items(), key=lambda item: (-item[1], item[0]))),
             refusals_capped=len(refused) >= REFUSALS_COUNTED,
             pending_sellers=tuple(policy_repo.pending_of(conn, account_id, limit=PENDING_SHOWN)),
+            settlement=tuple(
+                (label, settlement_repo.spend_by_status(conn, account_id, window.start))
+                for label, window in (
+                    ("Today (UTC)", day_window(now)),
+                    ("This month (UTC)", month_window(now)),
+                )
+            ),
         )

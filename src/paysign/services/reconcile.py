@@ -1,9 +1,13 @@
-"""Accurate spend: release the cap reservation of signatures that expired unused.
+"""The payment lifecycle read from the chain, and accurate spend: a signature is awaiting
+settlement until its ``validBefore``, then settled or expired unused, each once.
 
 A signature past its ``validBefore`` can never settle. If the USDC contract says its nonce was
-never used, the amount goes back to every window it was counted in (the day's and month's, the
-hour's under an hourly cap, an allow rule's budget windows: see ``store.spend_release``); if it
-was used, the signature is marked settled. Networks without an RPC endpoint are skipped, so their
+never used, it is marked expired and the amount goes back to every window it was counted in
+(the day's and month's, the hour's under an hourly cap, an allow rule's budget windows: see
+``store.spend_release``); if it was used, the signature is marked settled with the transaction
+that used it (from the contract's ``AuthorizationUsed`` event; none for a cancelled one). The
+sandbox chain is reconciled like any other; its spend was never counted, so none is released.
+Networks without an RPC endpoint are skipped, so their
 signed spend stays counted: failing toward under-spending, never over. Live payments are on
 Base (``eip155:8453``): without ``PAYSIGN_MAINNET_RPC_URL`` their spend is never released.
 """
@@ -18,7 +22,7 @@ from paysign.chain.authorizations import AuthorizationStates, ChainUnavailable
 from paysign.clock import Clock
 from paysign.metrics import reconcile_succeeded
 from paysign.protocol.networks import parse_address
-from paysign.store import repositories as repo
+from paysign.store import settlement_repo
 from paysign.store.database import Database
 from paysign.store.spend_release import ExpiredSpend, release_expired
 
@@ -73,29 +77,36 @@ def _reconcile_network(
     last_id = 0
     while True:
         with db.read() as conn:
-            due = repo.signatures_due(
+            due = settlement_repo.signatures_due(
                 conn, networks=[network], expired_before=cutoff, after_id=last_id, limit=batch
             )
         for signature in due:
             last_id = signature.id
+            token = parse_address(signature.asset)
+            authorizer = parse_address(signature.wallet_address)
             try:
-                used = chain.is_used(
-                    signature.network,
-                    parse_address(signature.asset),
-                    parse_address(signature.wallet_address),
-                    signature.nonce,
+                used = chain.is_used(signature.network, token, authorizer, signature.nonce)
+                transaction = (
+                    chain.settlement_tx(
+                        signature.network,
+                        token,
+                        authorizer,
+                        signature.nonce,
+                        signed_at=signature.created_at,
+                        valid_before=signature.valid_before,
+                    )
+                    if used
+                    else None
                 )
             except ChainUnavailable as exc:
                 log.warning("reconcile_interrupted", network=network, error=str(exc))
                 return ReconcileReport(settled, expired, released, interrupted=True)
             with db.write() as conn:
-                if not repo.conclude_signature(
-                    conn, signature.id, "settled" if used else "expired"
-                ):
-                    continue  # another reconciler got there first
                 if used:
-                    settled += 1
+                    settled += settlement_repo.mark_settled(conn, signature.id, transaction)
                     continue
+                if not settlement_repo.mark_expired(conn, signature.id):
+                    continue  # another reconciler got there first
                 expired += 1
                 if not signature.sandbox:
                     spend = ExpiredSpend(

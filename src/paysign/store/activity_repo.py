@@ -37,6 +37,9 @@ class ActivityFilters:
     sandbox: bool | None = None
     since: int | None = None
     until: int | None = None
+    #: A signature's standing (``signed`` awaiting settlement, ``settled``, ``expired``): only
+    #: signatures have one, so it shows no refusals.
+    status: str | None = None
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -85,6 +88,8 @@ class ActivityRow:
     nonce: bytes | None  # signatures only
     reason: str | None  # refusals only
     detail: str | None  # refusals only
+    valid_before: int | None = None  # signatures only
+    settled_tx: str | None = None  # settled signatures only
 
     @property
     def cursor(self) -> Cursor:
@@ -150,6 +155,8 @@ def _branch(
         c.nonce if signed else sa.cast(sa.null(), binary).label("nonce"),
         sa.cast(sa.null(), text).label("reason") if signed else c.reason,
         sa.cast(sa.null(), text).label("detail") if signed else c.detail,
+        c.valid_before if signed else sa.cast(sa.null(), sa.BigInteger()).label("valid_before"),
+        c.settled_tx if signed else sa.cast(sa.null(), text).label("settled_tx"),
     ]
     where: list[sa.ColumnElement[bool]] = [c.account_id == account_id]
     if filters.seller_contains:
@@ -160,6 +167,8 @@ def _branch(
         where.append(c.network == filters.network)
     if filters.sandbox is not None:
         where.append(c.sandbox == filters.sandbox)
+    if filters.status is not None and signed:
+        where.append(c.status == filters.status)
     if filters.since is not None:
         where.append(c.created_at >= filters.since)
     if filters.until is not None:
@@ -183,7 +192,7 @@ def _query(
     branches = [
         _branch(table, kind, account_id, filters, cursor, older, limit)
         for table, kind in sources
-        if filters.decision in (None, kind)
+        if filters.decision in (None, kind) and (filters.status is None or kind == "signed")
     ]
     united = sa.union_all(*branches).subquery() if len(branches) > 1 else branches[0].subquery()
     rank = sa.case((united.c.kind == "refused", 1), else_=0)
@@ -208,6 +217,8 @@ def page(
     the ones just newer than ``after`` (the page before, when paging back)."""
     if before is not None and after is not None:
         raise ValueError("a page is either before or after a position, not both")
+    if filters.decision == "refused" and filters.status is not None:
+        return []  # a refusal has no settlement status
     older = after is None
     rows = conn.execute(_query(account_id, filters, after or before, older, limit)).all()
     found = [
@@ -227,6 +238,8 @@ def page(
             nonce=bytes(r.nonce) if r.nonce is not None else None,
             reason=r.reason,
             detail=r.detail,
+            valid_before=int(r.valid_before) if r.valid_before is not None else None,
+            settled_tx=r.settled_tx,
         )
         for r in rows
     ]

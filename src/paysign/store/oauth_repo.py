@@ -325,3 +325,65 @@ def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
         .values(revoked_at=now)
     )
     return live
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectedClient:
+    """An OAuth client holding at least one live grant of an account."""
+
+    client_id: str
+    #: The client's registered metadata (JSON, as the client sent it: untrusted text).
+    metadata: str
+    #: How many live grants (sign-ins) of the account it holds, and when the last one ends.
+    grants: int
+    expires_at: int
+
+
+def _live_refresh_tokens(account_id: str, now: int) -> tuple[sa.ColumnElement[bool], ...]:
+    """The account's tokens that can still get an access token (as ``connected_assistants``)."""
+    c = oauth_tokens.c
+    return (
+        c.account_id == account_id,
+        c.kind == "refresh",
+        c.rotated_at.is_(None),
+        c.revoked_at.is_(None),
+        c.expires_at > now,
+    )
+
+
+def connected_clients(conn: Connection, account_id: str, now: int) -> list[ConnectedClient]:
+    """The clients of ``connected_assistants``, each with its grants; latest expiry first."""
+    c = oauth_tokens.c
+    live = (
+        sa.select(
+            c.client_id,
+            sa.func.count(sa.distinct(c.family)).label("grants"),
+            sa.func.max(c.expires_at).label("expires_at"),
+        )
+        .where(*_live_refresh_tokens(account_id, now))
+        .group_by(c.client_id)
+        .subquery()
+    )
+    rows = conn.execute(
+        sa.select(live.c.client_id, oauth_clients.c.metadata, live.c.grants, live.c.expires_at)
+        .join(oauth_clients, oauth_clients.c.client_id == live.c.client_id)
+        .order_by(live.c.expires_at.desc(), live.c.client_id)
+    ).all()
+    return [ConnectedClient(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
+
+
+def revoke_client_tokens(conn: Connection, account_id: str, client_id: str, now: int) -> int:
+    """Revoke every token one client holds for the account (none of another account's, none of
+    another client's); returns how many live grants that disconnected."""
+    c = oauth_tokens.c
+    live = conn.execute(
+        sa.select(sa.func.count(sa.distinct(c.family))).where(
+            *_live_refresh_tokens(account_id, now), c.client_id == client_id
+        )
+    ).scalar_one()
+    conn.execute(
+        oauth_tokens.update()
+        .where(c.account_id == account_id, c.client_id == client_id, c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    return int(live)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -57,6 +56,7 @@ class SignatureRecord:
     tier: str | None = None
     rule: str | None = None
     status: str = "signed"
+    settled_tx: str | None = None  # set by the reconciler, never at signing
 
 
 #: The columns a ``SignatureRecord`` fills, in the table's order: all but the generated id. The
@@ -220,57 +220,3 @@ def signatures_of(conn: Connection, account_id: str) -> list[SignatureRecord]:
         .order_by(signatures.c.id)
     ).all()
     return [SignatureRecord(**row._mapping) for row in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class DueSignature:
-    """A signature past its validBefore whose fate the chain has not told us yet."""
-
-    id: int
-    account_id: str
-    network: str
-    asset: str
-    wallet_address: str
-    nonce: bytes
-    amount: int
-    sandbox: bool
-    created_at: int
-
-
-def signatures_due(
-    conn: Connection, *, networks: Collection[str], expired_before: int, after_id: int, limit: int
-) -> list[DueSignature]:
-    rows = conn.execute(
-        sa.select(
-            signatures.c.id,
-            signatures.c.account_id,
-            signatures.c.network,
-            signatures.c.asset,
-            wallets.c.address,
-            signatures.c.nonce,
-            signatures.c.amount,
-            signatures.c.sandbox,
-            signatures.c.created_at,
-        )
-        .select_from(signatures.join(wallets, wallets.c.account_id == signatures.c.account_id))
-        .where(
-            signatures.c.status == "signed",
-            signatures.c.valid_before < expired_before,
-            signatures.c.network.in_(list(networks)),
-            signatures.c.id > after_id,
-        )
-        .order_by(signatures.c.id)
-        .limit(limit)
-    ).all()
-    return [DueSignature(*row) for row in rows]
-
-
-def conclude_signature(conn: Connection, signature_id: int, status: str) -> bool:
-    """Move a signature from ``signed`` to ``settled`` or ``expired``, once: True if this call
-    did it (so a release that follows happens exactly once, however many reconcilers run)."""
-    result = conn.execute(
-        signatures.update()
-        .where(signatures.c.id == signature_id, signatures.c.status == "signed")
-        .values(status=status)
-    )
-    return result.rowcount == 1

@@ -85,6 +85,8 @@ signatures = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("tier", sa.String(16), nullable=True),
     sa.Column("rule", sa.String(2100), nullable=True),
+    # The transaction that used the authorization, once the reconciler saw it settled.
+    sa.Column("settled_tx", sa.String(66), nullable=True),
 )
 sa.Index("ix_signatures_account_created", signatures.c.account_id, signatures.c.created_at)
 
