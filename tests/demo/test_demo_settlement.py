@@ -1,6 +1,6 @@
 """The payment lifecycle in the demo: a sandbox payment the demo's facilitator settled on the dev
-chain is marked settled by the reconciler with the very transaction the seller's receipt named;
-a signature never presented expires unused; one still valid waits, untouched."""
+chain is marked settled by the reconciler's next pass, while still valid, with the very
+transaction the seller's receipt named; a signature never presented waits, then expires unused."""
 
 from __future__ import annotations
 
@@ -42,9 +42,12 @@ def test_a_paid_demo_call_becomes_settled_with_its_transaction(
 
     chain = RpcAuthorizationStates(demo_world.settings.rpc_urls)
     try:
-        # Within their validBefore both wait, whatever else the shared demo database holds.
+        # Within their validBefore the paid one is settled at once; the unused one waits.
         reconcile(demo_world.runtime.db, FrozenClock(int(time.time())), chain)
-        assert set(_settlements(demo_world, buyer).values()) == {("awaiting", None)}
+        assert _settlements(demo_world, buyer) == {
+            paid_signature["nonce"]: ("settled", transaction.lower()),
+            unused["nonce"]: ("awaiting", None),
+        }
 
         later = FrozenClock(int(time.time()) + 60 + GRACE + 1)
         report = reconcile(demo_world.runtime.db, later, chain, grace_seconds=GRACE)

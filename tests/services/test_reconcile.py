@@ -1,7 +1,7 @@
 """Reconciliation returns the spend of signatures that expired unused, exactly once.
 
-The chain here is a fake adapter answering ``authorizationState`` from a set of used nonces
-(the local-chain issue replaces it with anvil); the database is real, both kinds.
+The chain is a fake adapter answering ``authorizationState`` from a set of used nonces, or the
+real dev chain (anvil) at the end; the database is real, both kinds.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import sqlalchemy as sa
+from reconcile_support import TESTNET, USDC, FakeChain
+from reconcile_support import sign as sign  # the fixture
 
 from conftest import signature_body
 from paysign.chain.authorizations import ChainUnavailable, RpcAuthorizationStates, call_data
@@ -25,53 +27,6 @@ from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
 from paysign.store.schema import signatures
-
-USDC = 1_000_000
-TESTNET = "eip155:84532"
-
-
-class FakeChain:
-    def __init__(self, networks: set[str]) -> None:
-        self._networks = frozenset(networks)
-        self.used: set[bytes] = set()
-        self.transactions: dict[bytes, str] = {}
-        self.fail = False
-        self.logs_fail = False
-        self.calls = 0
-
-    @property
-    def networks(self) -> frozenset[str]:
-        return self._networks
-
-    def is_used(self, network: str, token: bytes, authorizer: bytes, nonce: bytes) -> bool:
-        self.calls += 1
-        if self.fail:
-            raise ChainUnavailable("down")
-        return nonce in self.used
-
-    def settlement_tx(
-        self,
-        network: str,
-        token: bytes,
-        authorizer: bytes,
-        nonce: bytes,
-        *,
-        signed_at: int,
-        valid_before: int,
-    ) -> str | None:
-        if self.logs_fail:
-            raise ChainUnavailable("eth_getLogs refused")
-        return self.transactions.get(nonce)
-
-
-@pytest.fixture
-def sign(runtime, signing_store):
-    def sign_for(account, *, amount, network=TESTNET, sandbox=False, max_timeout=60):
-        deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
-        body = signature_body(amount=str(amount), network=network, max_timeout=max_timeout)
-        return sign_payment(deps, account["api_key"], body, sandbox=sandbox).nonce
-
-    return sign_for
 
 
 def statuses(runtime, account) -> list[str]:
@@ -102,20 +57,22 @@ def test_expired_unused_signature_gives_its_spend_back(sign, runtime, capped, cl
     day, month = day_window(clock.now()), month_window(clock.now())
 
     report = reconcile(runtime.db, clock, chain, grace_seconds=120)
-    assert report.as_dict()["expired"] == 0  # not yet past validBefore + grace
+    # The used one settles at once; the unused one is not yet past validBefore + grace.
+    assert (report.settled, report.expired) == (1, 0)
+    assert statuses(runtime, capped) == ["settled", "signed"]
     clock.advance(60 + 120 + 1)
     report = reconcile(runtime.db, clock, chain, grace_seconds=120)
-    assert (report.settled, report.expired, report.released) == (1, 1, USDC)
+    assert (report.settled, report.expired, report.released) == (0, 1, USDC)
     assert statuses(runtime, capped) == ["settled", "expired"]
     assert spent(runtime, capped, day) == USDC
     assert spent(runtime, capped, month) == USDC
 
-    # The released amount can be spent again today; a second pass changes nothing.
+    # The released amount can be spent again today; a second pass changes nothing: the new
+    # signature is still valid and unused, so it keeps awaiting settlement.
     sign(capped, amount=USDC)
-    calls = chain.calls
     again = reconcile(runtime.db, clock, chain, grace_seconds=120)
     assert (again.settled, again.expired, again.released) == (0, 0, 0)
-    assert chain.calls == calls  # the still-valid new signature was not asked about
+    assert statuses(runtime, capped) == ["settled", "expired", "signed"]
 
 
 def test_network_without_rpc_is_never_released(sign, runtime, capped, clock) -> None:

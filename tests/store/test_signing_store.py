@@ -52,6 +52,7 @@ def record(account_id: str, n: int) -> repo.SignatureRecord:
         tier=None if n == 0 else "OPEN_ECOSYSTEM",
         rule=None if n == 0 else f"seller-{n}.example",
         status="signed" if n < 3 else "settled",
+        reserved_in=None if n == 0 else f"{NOW - NOW % 3600} seller-{n}.example/item",
     )
 
 

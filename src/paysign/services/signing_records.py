@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from paysign.errors import PaymentRefused
+from paysign.policy.caps import hour_window
 from paysign.policy.decide import Decision
 from paysign.policy.seller import SellerLocation
 from paysign.protocol import PaymentTerms, PreparedPayment
 from paysign.store import policy_repo
 from paysign.store import repositories as repo
+from paysign.store.reserved_windows import NO_EXTRA_WINDOWS, encode
 
 
 def signature_record(
@@ -19,6 +21,13 @@ def signature_record(
     decision: Decision,
 ) -> repo.SignatureRecord:
     terms = prepared.terms
+    reserved_in = NO_EXTRA_WINDOWS
+    hourly = holder.policy.caps.hourly is not None
+    if not sandbox and (hourly or decision.budgets):
+        # What ``_within_caps`` reserved in: the hour's window under an hourly cap, and the
+        # windows of every budget of the decision's matching allow rules.
+        hour_start = hour_window(now).start if hourly else None
+        reserved_in = encode(hour_start, (rule for rule, _ in decision.budgets))
     return repo.SignatureRecord(
         account_id=holder.account_id,
         api_key_id=holder.key_id,
@@ -35,6 +44,7 @@ def signature_record(
         created_at=now,
         tier=decision.tier.value,
         rule=decision.rule,
+        reserved_in=reserved_in,
     )
 
 

@@ -4,8 +4,9 @@ or ``expired`` (unused: its spend given back). And the account's spend by that s
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -17,7 +18,7 @@ AWAITING, SETTLED, EXPIRED = "signed", "settled", "expired"
 
 @dataclass(frozen=True, slots=True)
 class DueSignature:
-    """A signature past its validBefore whose fate the chain has not told us yet."""
+    """An awaiting signature whose fate the chain has not told us yet."""
 
     id: int
     account_id: str
@@ -29,12 +30,30 @@ class DueSignature:
     sandbox: bool
     created_at: int
     valid_before: int
+    reserved_in: str | None  # the extra spend windows it counted in (``reserved_windows``)
 
 
 def signatures_due(
     conn: Connection, *, networks: Collection[str], expired_before: int, after_id: int, limit: int
 ) -> list[DueSignature]:
-    rows = conn.execute(
+    """Awaiting signatures whose ``validBefore`` is before ``expired_before``, oldest first."""
+    query = _awaiting(networks).where(
+        signatures.c.valid_before < expired_before, signatures.c.id > after_id
+    )
+    return _due(conn.execute(query.order_by(signatures.c.id).limit(limit)).all())
+
+
+def signatures_still_valid(
+    conn: Connection, *, networks: Collection[str], valid_from: int, limit: int
+) -> list[DueSignature]:
+    """The ``limit`` most recent awaiting signatures whose ``validBefore`` is at or after
+    ``valid_from``: those that may have settled already but cannot yet be called expired."""
+    query = _awaiting(networks).where(signatures.c.valid_before >= valid_from)
+    return _due(conn.execute(query.order_by(signatures.c.id.desc()).limit(limit)).all())
+
+
+def _awaiting(networks: Collection[str]) -> sa.Select[Any]:
+    return (
         sa.select(
             signatures.c.id,
             signatures.c.account_id,
@@ -46,17 +65,14 @@ def signatures_due(
             signatures.c.sandbox,
             signatures.c.created_at,
             signatures.c.valid_before,
+            signatures.c.reserved_in,
         )
         .select_from(signatures.join(wallets, wallets.c.account_id == signatures.c.account_id))
-        .where(
-            signatures.c.status == AWAITING,
-            signatures.c.valid_before < expired_before,
-            signatures.c.network.in_(list(networks)),
-            signatures.c.id > after_id,
-        )
-        .order_by(signatures.c.id)
-        .limit(limit)
-    ).all()
+        .where(signatures.c.status == AWAITING, signatures.c.network.in_(list(networks)))
+    )
+
+
+def _due(rows: Sequence[sa.Row[Any]]) -> list[DueSignature]:
     return [
         DueSignature(
             int(r.id),
@@ -69,6 +85,7 @@ def signatures_due(
             bool(r.sandbox),
             int(r.created_at),
             int(r.valid_before),
+            r.reserved_in,
         )
         for r in rows
     ]

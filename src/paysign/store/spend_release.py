@@ -1,11 +1,12 @@
 """Giving back the spend of a signature that expired unused, from every window that counted it.
 
 The day and month windows always counted a live signature. The hour's counted it only under an
-hourly cap, and an allow rule's budget windows only while the rule carried its budget; neither
-fact is stored with the signature, so it is read back from the policy, and only where the policy
-certainly looked the same when the signature was made: settings saved, and rules written,
-strictly before it. Where that is not certain the window keeps the amount — the reconciler fails
-toward under-spending, never toward a cap passed.
+hourly cap, and an allow rule's budget windows only while the rule carried its budget: the
+signature's row says which (``reserved_windows``), written when it was signed, and exactly
+those are given back. Rows signed before that was kept say nothing; for them it is read back
+from the policy, and only where the policy certainly looked the same when the signature was
+made: settings saved, and rules written, strictly before it. Where that is not certain the
+window keeps the amount — the reconciler fails toward under-spending, never toward a cap passed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.engine import Connection
 from paysign.policy.caps import hour_window, windows_at
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
+from paysign.store import reserved_windows
 from paysign.store.schema import (
     policies,
     policy_rules,
@@ -35,6 +37,8 @@ class ExpiredSpend:
     account_id: str
     amount: int
     signed_at: int
+    #: The row's record of its extra windows; None on rows older than that record.
+    reserved_in: str | None = None
 
 
 def release_expired(conn: Connection, spend: ExpiredSpend) -> None:
@@ -42,16 +46,22 @@ def release_expired(conn: Connection, spend: ExpiredSpend) -> None:
     day, month = windows_at(spend.signed_at)
     for window in (day, month):
         _release_account(conn, spend.account_id, window.name, window.start, spend.amount)
-    if _hourly_cap_then(conn, spend):
-        hour = hour_window(spend.signed_at)
-        _release_account(conn, spend.account_id, hour.name, hour.start, spend.amount)
-    for rule in _budgets_then(conn, spend):
+    if spend.reserved_in is None:
+        hour_start = hour_window(spend.signed_at).start if _hourly_cap_then(conn, spend) else None
+        rules = _budgets_then(conn, spend)
+    else:
+        recorded = reserved_windows.decode(spend.reserved_in)
+        hour_start, rules = recorded.hour_start, list(recorded.rules)
+    if hour_start is not None:
+        _release_account(conn, spend.account_id, "hourly", hour_start, spend.amount)
+    for rule in rules:
         for window in (day, month):
             _release_seller(conn, spend, rule, window.name, window.start)
 
 
 def _hourly_cap_then(conn: Connection, spend: ExpiredSpend) -> bool:
-    """Whether the account had an hourly cap when it signed: it has one now, set before."""
+    """For a row that does not record it: whether the account had an hourly cap when it
+    signed (it has one now, set before)."""
     row = conn.execute(
         sa.select(policies.c.cap_hourly, policies.c.updated_at).where(
             policies.c.account_id == spend.account_id
@@ -61,7 +71,8 @@ def _hourly_cap_then(conn: Connection, spend: ExpiredSpend) -> bool:
 
 
 def _budgets_then(conn: Connection, spend: ExpiredSpend) -> list[Rule]:
-    """The allow rules with a budget that matched the seller when the signature was made.
+    """For a row that does not record them: the allow rules with a budget that matched the
+    seller when the signature was made.
 
     Saving a policy writes every rule again (``created_at`` then), so a budgeted rule written
     before the signature carried the same budget when it was made, and the signing path reserved
