@@ -37,7 +37,7 @@ def test_rotation_while_signing_then_the_new_key_alone(env: dict[str, str]) -> N
             assert agent.signed_once.wait(30), agent.statuses
         during = [len(agent.statuses) for agent in agents]
         rotated = ok_json(paysign(both, "admin", "rotate-master-key"))
-        assert rotated["rewrapped"] == {"wallet": 3, "totp": 3, "refresh": 0}
+        assert rotated["rewrapped"] == {"wallet": 3, "totp": 3, "refresh": 0, "webhook": 0}
         # Each agent signs again after the rotation returned, with its rewrapped wallet key.
         deadline = time.monotonic() + 30
         while any(len(a.statuses) < n + 3 for a, n in zip(agents, during, strict=True)):
@@ -49,7 +49,7 @@ def test_rotation_while_signing_then_the_new_key_alone(env: dict[str, str]) -> N
             assert set(agent.statuses) == {200}, agent.statuses
 
     again = ok_json(paysign(both, "admin", "rotate-master-key"))
-    assert again["rewrapped"] == {"wallet": 0, "totp": 0, "refresh": 0}
+    assert again["rewrapped"] == {"wallet": 0, "totp": 0, "refresh": 0, "webhook": 0}
 
     alone = env | {"PAYSIGN_MASTER_KEY": new}
     with ServeProcess(alone) as url:
@@ -84,7 +84,7 @@ def test_rotation_into_a_token_key_while_signing_then_the_token_alone(
         agent.start()
         assert agent.signed_once.wait(30), agent.statuses
         rotated = ok_json(paysign(both, "admin", "rotate-master-key"))
-        assert rotated["rewrapped"] == {"wallet": 1, "totp": 1, "refresh": 0}
+        assert rotated["rewrapped"] == {"wallet": 1, "totp": 1, "refresh": 0, "webhook": 0}
         assert rotated["kekId"].startswith("p11-")
         signed = len(agent.statuses)
         deadline = time.monotonic() + 30

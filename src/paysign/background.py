@@ -1,5 +1,6 @@
-"""Work the server does on its own between requests: periodic reconciliation, run by one
-process of the cluster at a time (the holder of the job's lease, ``services.job_leases``)."""
+"""Work the server does on its own between requests: periodic reconciliation and sending
+notifications, each run by one process of the cluster at a time (the holder of the job's
+lease, ``services.job_leases``)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,34 @@ import structlog
 
 from paysign.bootstrap import Runtime
 from paysign.chain.authorizations import RpcAuthorizationStates
+from paysign.connector.outbound import Outbound, OutboundLimits, OutboundRefused
 from paysign.services.job_leases import JobLease
+from paysign.services.notification_delivery import (
+    WEBHOOK_MAX_RESPONSE_BYTES,
+    WEBHOOK_TIMEOUT_SECONDS,
+    Notifier,
+    PostWebhook,
+    SmtpSettings,
+    WebhookUnreachable,
+)
 from paysign.services.reconcile import reconcile
 
 log = structlog.get_logger("paysign.background")
 
 RECONCILE_JOB = "reconcile"
+NOTIFY_JOB = "notify"
 
 
 def start_background_jobs(runtime: Runtime) -> Callable[[], None]:
     """Start every periodic job; call the returned function to stop them (it waits for a run
     in progress and gives the leases up)."""
-    reconciler = start_reconciler(runtime)
-    return reconciler.stop if reconciler is not None else lambda: None
+    jobs = [job for job in (start_reconciler(runtime), start_notifier(runtime)) if job]
+
+    def stop() -> None:
+        for job in jobs:
+            job.stop()
+
+    return stop
 
 
 class LeasedJob:
@@ -109,3 +125,47 @@ def start_reconciler(runtime: Runtime) -> LeasedJob | None:
 
     lease = JobLease(runtime.db, runtime.clock, RECONCILE_JOB, ttl=settings.job_lease_seconds)
     return LeasedJob(lease, settings.reconcile_interval_seconds, run, on_stop=chain.close).start()
+
+
+def start_notifier(runtime: Runtime) -> LeasedJob:
+    """Send the notification outbox every ``notification_interval_seconds`` in the lease
+    holder; ``stop()`` the returned job."""
+    settings = runtime.settings
+    smtp = None
+    if settings.smtp_url:
+        smtp = SmtpSettings(settings.smtp_url, settings.smtp_from)
+    notifier = Notifier(
+        runtime.db,
+        runtime.vault,
+        runtime.clock,
+        post_webhook=guarded_webhook_poster(allow_private=settings.connector_allow_private),
+        smtp=smtp,
+    )
+    lease = JobLease(runtime.db, runtime.clock, NOTIFY_JOB, ttl=settings.job_lease_seconds)
+
+    def run() -> None:
+        notifier.run_once()
+
+    return LeasedJob(lease, settings.notification_interval_seconds, run).start()
+
+
+def guarded_webhook_poster(*, allow_private: bool) -> PostWebhook:
+    """Webhooks go out through the connector's outbound client: its address guard keeps a
+    holder from pointing one at the server's own network, and no redirect is followed."""
+    outbound = Outbound(
+        OutboundLimits(
+            allow_private=allow_private,
+            max_response_bytes=WEBHOOK_MAX_RESPONSE_BYTES,
+            timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
+            max_redirects=0,
+        )
+    )
+
+    async def post(url: str, headers: dict[str, str], body: bytes) -> int:
+        try:
+            response = await outbound.request("POST", url, headers=headers, content=body)
+        except OutboundRefused as refused:
+            raise WebhookUnreachable(refused.detail) from None
+        return response.status
+
+    return post

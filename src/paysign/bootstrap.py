@@ -7,6 +7,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from paysign.chain.relay import MainnetRelay
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock, SystemClock
 from paysign.config import Settings
@@ -30,6 +31,9 @@ class Runtime:
     #: The sandbox network (eip155:84532): RPC, its USDC, the treasury. None when
     #: settings.testnet_rpc_url is unset (``paysign serve`` sets it to its dev chain's URL).
     sandbox_chain: SandboxChain | None = None
+    #: Base mainnet with the relayer that submits withdrawals; None unless
+    #: settings.mainnet_rpc_url and settings.mainnet_relayer_key are both set.
+    mainnet_relay: MainnetRelay | None = None
 
 
 def asset_registry(settings: Settings) -> AssetRegistry:
@@ -97,4 +101,5 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
         clock or SystemClock(),
         asset_registry(settings),
         sandbox_chain=SandboxChain.from_settings(settings),
+        mainnet_relay=MainnetRelay.from_settings(settings),
     )

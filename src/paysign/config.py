@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     #: 84532, state under data_dir) with a test USDC. Set it (the real Base Sepolia in
     #: production) together with the treasury key, and nothing is started.
     testnet_treasury_key: str | None = Field(default=None, repr=False)
+    #: The key that submits (and pays gas for) holders' withdrawals on Base mainnet, through
+    #: ``mainnet_rpc_url``; unset, mainnet withdrawals are refused.
+    mainnet_relayer_key: str | None = Field(default=None, repr=False)
     devchain_port: int = 0  # 0: a free port chosen at start
     devchain_dump_interval_seconds: float = 5.0
     test_funds_amount: int = 10_000_000  # 10 test USDC per grant
@@ -149,6 +152,14 @@ class Settings(BaseSettings):
     #: Bearer token ``/metrics`` requires, from any client; unset, only a loopback client with
     #: no proxy header is answered (docs/metrics.md). A secret: never logged.
     metrics_token: str | None = Field(default=None, repr=False)
+
+    # Notifications (webhooks and email) of refusals the holder must act on.
+    #: How often the background job sends what is due (seconds).
+    notification_interval_seconds: float = Field(default=2.0, gt=0)
+    #: Email through SMTP: ``smtp://[user:password@]host[:port]`` (STARTTLS when offered) or
+    #: ``smtps://...``; unset, holders cannot add email addresses. Holds a password: never logged.
+    smtp_url: str | None = Field(default=None, repr=False)
+    smtp_from: str = "paysign@localhost"
 
     @field_validator("trusted_proxies")
     @classmethod

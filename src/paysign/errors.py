@@ -228,3 +228,28 @@ class FaucetTransferPending(PaysignError):
     slug = "test-funds-pending"
     title = "Test funds sent, not yet confirmed"
     permanent = False
+
+
+class WithdrawalRefused(PaysignError):
+    """A withdrawal that cannot be made as asked (an address or amount it refuses): nothing
+    was sent and no authenticator code was spent."""
+
+    slug = "withdrawal-refused"
+    title = "Withdrawal refused"
+
+
+class WithdrawalUnavailable(PaysignError):
+    """The network cannot carry a withdrawal now (no relayer configured, the chain down or
+    refusing the transfer): nothing was sent."""
+
+    slug = "withdrawal-unavailable"
+    title = "Withdrawals are unavailable"
+    permanent = False
+
+
+class WithdrawalPending(PaysignError):
+    """The transfer was submitted but its outcome is not known yet."""
+
+    slug = "withdrawal-pending"
+    title = "Withdrawal sent, not yet confirmed"
+    permanent = False

@@ -94,7 +94,7 @@ def test_rotation_from_a_file_key_to_the_token_and_back(
         update={"master_key_pkcs11": softhsm.spec(label), "previous_master_keys": first}
     )
     report = rotate_master_key(db, open_vault(to_token, db))
-    assert report.rewrapped == {"wallet": 3, "totp": 3, "refresh": 0}
+    assert report.rewrapped == {"wallet": 3, "totp": 3, "refresh": 0, "webhook": 0}
     token_alone = plain.model_copy(update={"master_key_pkcs11": softhsm.spec(label)})
     token_vault = open_vault(token_alone, db)
     assert census(db) == {token_vault.kek_id: 6}
@@ -106,6 +106,6 @@ def test_rotation_from_a_file_key_to_the_token_and_back(
         update={"master_key": back, "previous_master_key_pkcs11": softhsm.spec(label)}
     )
     back_report = rotate_master_key(db, open_vault(to_file, db))
-    assert back_report.rewrapped == {"wallet": 3, "totp": 3, "refresh": 0}
+    assert back_report.rewrapped == {"wallet": 3, "totp": 3, "refresh": 0, "webhook": 0}
     file_alone = open_vault(plain.model_copy(update={"master_key": back}), db)
     assert census(db) == {file_alone.kek_id: 6}

@@ -158,7 +158,7 @@ def test_each_filter_narrows_the_list(
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"decision": "approved"}, "“decision” must be signed or refused."),
+        ({"decision": "approved"}, "“decision” must be signed, refused or withdrawn."),
         ({"network": "ethereum"}, "“network” must be Base or Base Sepolia."),
         ({"sandbox": "maybe"}, "“sandbox” must be yes or no."),
         ({"from": "2026-13-01"}, "“from” must be a date like 2026-01-31 (UTC)."),

@@ -34,6 +34,11 @@ SIGNED_IN_PAGES = {
     "activity": "/portal/activity",
     "settings": "/portal/settings",
 }
+# Pages reached from another one, with the navigation entry they belong to.
+SUB_PAGES = {
+    "withdraw": ("/portal/withdraw", "/portal/"),
+    "notifications": ("/portal/notifications", "/portal/settings"),
+}
 SIGNED_OUT_PAGES = {"sign-in": "/portal/sign-in", "sign-up": "/portal/sign-up"}
 
 # What each page is checked for, in the page itself (see the file).
@@ -124,6 +129,11 @@ def test_every_signed_in_page_fits_and_is_accessible(
         # The navigation fits: "Sign out" is on screen, not past the right edge.
         sign_out = page.get_by_role("button", name="Sign out", exact=True).bounding_box()
         assert sign_out is not None and sign_out["x"] + sign_out["width"] <= width, name
+    for name, (path, nav) in SUB_PAGES.items():
+        response = page.goto(path)
+        assert response is not None and response.status == 200, (name, page.url)
+        problems += _audit(page, name, screens, width, scheme)
+        assert page.locator('nav a[aria-current="page"]').get_attribute("href") == nav, name
 
     # The policy preview and the authenticator reset are pages of their own, after a POST.
     page.goto("/portal/policy")

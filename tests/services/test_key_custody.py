@@ -18,12 +18,12 @@ from paysign.custody import (
     MasterKeyMissing,
     SealedSecret,
 )
-from paysign.services import accounts
+from paysign.services import accounts, notifications
 from paysign.services.key_custody import census, open_vault, rotate_master_key
 from paysign.services.oauth_refresh import digest, new_successor_key, successor_pair
 from paysign.store import oauth_repo, sealed_repo
 from paysign.store.database import Database
-from paysign.store.sealed_repo import TOTP_SECRETS, WALLET_KEYS
+from paysign.store.sealed_repo import TOTP_SECRETS, WALLET_KEYS, WEBHOOK_SECRETS
 
 PASSWORD = "correct horse battery"
 
@@ -87,14 +87,14 @@ def test_an_interrupted_rotation_is_finished_by_running_it_again(
 
     report = rotate_master_key(db, rotating, page_size=2)
     # The interrupted run did two wallets (wallets go first); the rest are done now.
-    assert report.rewrapped == {"wallet": 3, "totp": 5, "refresh": 0}
-    assert report.already_current == {"wallet": 2, "totp": 0, "refresh": 0}
+    assert report.rewrapped == {"wallet": 3, "totp": 5, "refresh": 0, "webhook": 0}
+    assert report.already_current == {"wallet": 2, "totp": 0, "refresh": 0, "webhook": 0}
     assert census(db) == {rotating.kek_id: 10}
     alone = open_vault(new_only, db)
     assert opened(alone, stored(db)) == plaintexts
 
     again = rotate_master_key(db, rotating)
-    assert again.rewrapped == {"wallet": 0, "totp": 0, "refresh": 0}
+    assert again.rewrapped == {"wallet": 0, "totp": 0, "refresh": 0, "webhook": 0}
 
 
 def test_a_secret_changed_meanwhile_is_never_overwritten(db: Database, clock: FrozenClock) -> None:
@@ -135,7 +135,7 @@ def test_a_missing_key_file_is_not_replaced_over_stored_secrets(
         open_vault(other, db)
 
 
-def test_refresh_successor_keys_are_rewrapped_and_stale_ones_left(
+def test_refresh_keys_and_webhook_secrets_are_rewrapped_and_stale_ones_left(
     db: Database, clock: FrozenClock
 ) -> None:
     old_key, new_key = secrets.token_bytes(32), secrets.token_bytes(32)
@@ -162,10 +162,25 @@ def test_refresh_successor_keys_are_rewrapped_and_stale_ones_left(
     pair = successor_pair(old, before, tokens["live"])
     assert pair is not None
 
+    webhook = notifications.add_webhook(
+        db, old, clock, created.account_id, "https://hooks.example/paysign"
+    )
+
     rotating = EnvelopeVault(new_key, previous=[old_key])
     report = rotate_master_key(db, rotating)
-    assert report.rewrapped == {"wallet": 1, "totp": 1, "refresh": 1}
+    assert report.rewrapped == {"wallet": 1, "totp": 1, "refresh": 1, "webhook": 1}
     assert report.skipped == 1
+    # The webhook's signing secret opens under the new key alone: deliveries stay signed.
+    with db.read() as conn:
+        (sealed_webhook,) = [
+            blob
+            for row_id, blob in sealed_repo.page(conn, WEBHOOK_SECRETS, after_id="", limit=10)
+            if row_id == webhook.target.id
+        ]
+    reopened = EnvelopeVault(new_key).open(
+        notifications.webhook_context(webhook.target.id), SealedSecret.from_bytes(sealed_webhook)
+    )
+    assert reopened.decode("ascii") == webhook.secret
     assert census(db) == {rotating.kek_id: 2}  # what the service needs: not the stale key
     with db.read() as conn:
         after = oauth_repo.successor_key(conn, digest(tokens["live"]))

@@ -25,6 +25,11 @@ import structlog
 
 from paysign.chain.devchain_files import running_state_file, save_state
 from paysign.chain.errors import ChainError, TreasuryNotConfigured
+from paysign.chain.relay import (
+    TransferAuthorization,
+    latest_block_time,
+    submit_transfer_authorization,
+)
 from paysign.chain.rpc import JsonRpc, Receipt
 from paysign.chain.treasury import Treasury, parse_private_key
 from paysign.chain.usdc import authorization_state_data, decode_bool
@@ -116,6 +121,23 @@ class SandboxChain:
                 "(set PAYSIGN_TESTNET_TREASURY_KEY)"
             )
         receipt = self.treasury.transfer_token(self.usdc, to, amount)
+        self._save_state()
+        return receipt
+
+    def block_time(self) -> int:
+        """The newest block's timestamp: the chain's clock for an authorization's validity."""
+        return latest_block_time(self.rpc)
+
+    def relay_transfer(self, authorization: TransferAuthorization) -> Receipt:
+        """Submit a holder's signed ``transferWithAuthorization`` from the treasury, which pays
+        its gas; the mined receipt. Raises ``TreasuryNotConfigured`` without a treasury key,
+        else as ``Treasury.send``."""
+        if self.treasury is None:
+            raise TreasuryNotConfigured(
+                "no treasury key is configured for the sandbox chain "
+                "(set PAYSIGN_TESTNET_TREASURY_KEY)"
+            )
+        receipt = submit_transfer_authorization(self.treasury, self.usdc, authorization)
         self._save_state()
         return receipt
 

@@ -21,7 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from paysign.portal.web import HEADERS, PREFIX, Portal
 from paysign.protocol.networks import resolve_network
 from paysign.services import activity
-from paysign.services.activity import MAX_SELLER_FILTER, ActivityFilters, Cursor
+from paysign.services.activity import MAX_SELLER_FILTER, ActivityFilters, Cursor, Kind
 from paysign.services.sessions import Session
 
 PAGE_SIZE = 50
@@ -65,8 +65,8 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     """
     form = {name: params.get(name, "").strip() for name in FILTER_FIELDS}
     decision = form["decision"]
-    if decision not in ("", "signed", "refused"):
-        raise BadFilter("“decision” must be signed or refused.")
+    if decision not in ("", "signed", "refused", "withdrawn"):
+        raise BadFilter("“decision” must be signed, refused or withdrawn.")
     status = form["status"]
     if status not in ("", *activity.STATUS_OF_SETTLEMENT):
         raise BadFilter("“status” must be awaiting, settled or expired.")
@@ -92,7 +92,7 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     if since is not None and until is not None and since >= until:
         raise BadFilter("“from” must be on or before “to”.")
     filters = ActivityFilters(
-        decision="signed" if decision == "signed" else "refused" if decision else None,
+        decision=_DECISIONS.get(decision),
         seller_contains=seller or None,
         network=network,
         sandbox=sandbox if isinstance(sandbox, bool) else None,
@@ -101,6 +101,9 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
         status=activity.STATUS_OF_SETTLEMENT[status] if status else None,
     )
     return filters, form
+
+
+_DECISIONS: dict[str, Kind] = {"signed": "signed", "refused": "refused", "withdrawn": "withdrawn"}
 
 
 def _cursor(params: Mapping[str, str], name: str) -> Cursor | None:

@@ -14,8 +14,10 @@ from paysign.portal.approval_pages import ApprovalPages
 from paysign.portal.connect_pages import ConnectPages
 from paysign.portal.dashboard_pages import DashboardPages
 from paysign.portal.key_pages import KeyPages
+from paysign.portal.notification_pages import NotificationPages
 from paysign.portal.policy_pages import PolicyPages
 from paysign.portal.web import PREFIX, Endpoint, Portal, no_bearer, static_file
+from paysign.portal.withdraw_pages import WithdrawPages
 from paysign.services.approvals import Listings
 from paysign.services.portal_deps import PortalRuntime
 
@@ -36,7 +38,9 @@ def create_portal(runtime: PortalRuntime, listings: Listings) -> list[BaseRoute]
     keys = KeyPages(portal)
     approvals = ApprovalPages(portal, listings)
     policy = PolicyPages(portal)
+    withdraw = WithdrawPages(portal)
     settings = runtime.settings
+    notices = NotificationPages(portal, email_enabled=bool(settings.smtp_url))
     connect = ConnectPages(
         portal,
         api_url=settings.resolved_base_url,
@@ -61,6 +65,10 @@ def create_portal(runtime: PortalRuntime, listings: Listings) -> list[BaseRoute]
         ("/settings/assistants", account.disconnect_assistants, ["POST"]),
         ("/settings/authenticator", account.reset_authenticator, ["POST"]),
         ("/settings/authenticator/confirm", account.confirm_authenticator, ["POST"]),
+        ("/notifications", notices.show, ["GET"]),
+        ("/notifications", notices.add, ["POST"]),
+        ("/notifications/remove", notices.remove, ["POST"]),
+        ("/notifications/test", notices.send_test, ["POST"]),
         ("/keys", keys.keys, ["GET", "POST"]),
         ("/keys/revoke", keys.revoke_key, ["POST"]),
         ("/approvals", approvals.approvals, ["GET", "POST"]),
@@ -70,6 +78,9 @@ def create_portal(runtime: PortalRuntime, listings: Listings) -> list[BaseRoute]
         ("/policy/rules", policy.rules, ["POST"]),
         ("/policy/preview", policy.preview, ["POST"]),
         ("/policy/freeze", policy.freeze, ["POST"]),
+        ("/withdraw", withdraw.show, ["GET"]),
+        ("/withdraw/review", withdraw.review, ["POST"]),
+        ("/withdraw", withdraw.confirm, ["POST"]),
     ]
     return [
         *(

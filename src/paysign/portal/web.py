@@ -58,6 +58,9 @@ NAV_OF_TEMPLATE = {
     "activity.html": "activity",
     "settings.html": "settings",
     "authenticator.html": "settings",
+    "notifications.html": "settings",
+    "withdraw.html": "overview",
+    "withdraw_confirm.html": "overview",
 }
 
 

@@ -1,7 +1,9 @@
-"""The account's audit trail: every signature and every refusal, newest first.
+"""The account's audit trail: every signature, every refusal and every withdrawal, newest first.
 
 Each entry says what was decided (``signed`` or ``refused``), why (the problem slug of a
 refusal), and which rule or switch decided it, so the holder can see what their agent did; a
+``withdrawn`` entry is USDC the holder sent out (the address as ``payTo``, its transaction,
+and how it was confirmed in ``detail``); a
 signature also says whether it moved money: ``settled`` (with its transaction), ``expired``
 (unused, its spend given back) or ``awaiting`` settlement until its ``validBefore``.
 The rows are read by the database a page at a time (``store.activity_repo``): an account with
@@ -26,6 +28,7 @@ from paysign.store.activity_repo import MAX_SELLER_FILTER as MAX_SELLER_FILTER
 from paysign.store.activity_repo import ActivityFilters as ActivityFilters
 from paysign.store.activity_repo import ActivityRow as ActivityRow
 from paysign.store.activity_repo import Cursor as Cursor
+from paysign.store.activity_repo import Kind as Kind
 from paysign.store.database import Database
 
 EXPORT_BATCH = 1_000
@@ -69,7 +72,15 @@ def entry_of(row: ActivityRow) -> dict[str, Any]:
         "network": row.network,
         "sandbox": row.sandbox,
     }
-    if row.kind == "signed":
+    if row.kind == "withdrawn":
+        entry |= {
+            "payTo": row.pay_to,
+            "status": row.status,
+            "transaction": row.settled_tx,
+            "transactionUrl": transaction_url(row),
+            "detail": row.detail,
+        }
+    elif row.kind == "signed":
         entry |= {
             "payTo": row.pay_to,
             "status": row.status,
@@ -169,6 +180,12 @@ def csv_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+def _csv_status(row: ActivityRow) -> str:
+    if row.kind == "signed":
+        return SETTLEMENT_OF_STATUS.get(row.status or "", "")
+    return row.status or "" if row.kind == "withdrawn" else ""
+
+
 def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
     """The CSV text, a header then one chunk per batch of rows."""
     buffer = io.StringIO()
@@ -193,7 +210,7 @@ def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
                     format_usdc(row.amount, fixed=True),
                     csv_cell(row.network),
                     "true" if row.sandbox else "false",
-                    SETTLEMENT_OF_STATUS.get(row.status or "", "") if row.kind == "signed" else "",
+                    _csv_status(row),
                     csv_cell(row.reason or ""),
                     csv_cell(row.rule or ""),
                     csv_cell(row.detail or ""),

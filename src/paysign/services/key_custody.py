@@ -23,6 +23,7 @@ from paysign.custody import (
     vault_from_settings,
 )
 from paysign.services.accounts import totp_context, wallet_context
+from paysign.services.notifications import webhook_context
 from paysign.store import sealed_repo
 from paysign.store.database import Database
 from paysign.store.sealed_repo import REQUIRED_COLUMNS, SEALED_COLUMNS, SealedColumn
@@ -40,6 +41,7 @@ _CONTEXTS: dict[str, Callable[[str], str]] = {
     "wallet": wallet_context,
     "totp": totp_context,
     "refresh": _refresh_context,
+    "webhook": webhook_context,
 }
 
 

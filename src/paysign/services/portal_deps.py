@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from paysign.chain.relay import MainnetRelay
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock
 from paysign.config import Settings
@@ -28,6 +29,8 @@ class PortalRuntime(Protocol):
     def clock(self) -> Clock: ...
     @property
     def sandbox_chain(self) -> SandboxChain | None: ...
+    @property
+    def mainnet_relay(self) -> MainnetRelay | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,11 @@ class PortalDeps:
     #: The dashboard's balance and test funds; None when no sandbox chain is configured.
     sandbox_chain: SandboxChain | None
     test_funds_amount: int
+    #: Withdrawals on Base mainnet; None when no relayer is configured.
+    mainnet_relay: MainnetRelay | None = None
+    #: The USDC contracts' EIP-712 domain (name per network, version), for withdrawals.
+    usdc_names: tuple[tuple[str, str], ...] = ()
+    usdc_version: str = "2"
 
 
 def portal_deps(runtime: PortalRuntime) -> PortalDeps:
@@ -67,4 +75,10 @@ def portal_deps(runtime: PortalRuntime) -> PortalDeps:
         ),
         sandbox_chain=runtime.sandbox_chain,
         test_funds_amount=settings.test_funds_amount,
+        mainnet_relay=runtime.mainnet_relay,
+        usdc_names=(
+            ("eip155:8453", settings.usdc_mainnet_name),
+            ("eip155:84532", settings.usdc_testnet_name),
+        ),
+        usdc_version=settings.usdc_version,
     )

@@ -19,11 +19,11 @@ from typing import Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from paysign.store.schema import pending_sellers, refusals, signatures
+from paysign.store.schema import pending_sellers, refusals, signatures, withdrawals
 
-Kind = Literal["signed", "refused"]
+Kind = Literal["signed", "refused", "withdrawn"]
 # Position at equal created_at: higher comes first (newest-first order).
-_RANK: dict[Kind, int] = {"refused": 1, "signed": 0}
+_RANK: dict[Kind, int] = {"withdrawn": 2, "refused": 1, "signed": 0}
 MAX_SELLER_FILTER = 300
 
 
@@ -63,7 +63,7 @@ class Cursor:
         """``ValueError`` unless ``token`` came from :meth:`token`."""
         created, _, rest = token.partition("-")
         letter, _, ident = rest.partition("-")
-        kinds: dict[str, Kind] = {"s": "signed", "r": "refused"}
+        kinds: dict[str, Kind] = {"s": "signed", "r": "refused", "w": "withdrawn"}
         if letter not in kinds or not all(
             part.isascii() and part.isdigit() and len(part) <= 18 for part in (created, ident)
         ):
@@ -89,7 +89,7 @@ class ActivityRow:
     reason: str | None  # refusals only
     detail: str | None  # refusals only
     valid_before: int | None = None  # signatures only
-    settled_tx: str | None = None  # settled signatures only
+    settled_tx: str | None = None  # settled signatures and withdrawals
 
     @property
     def cursor(self) -> Cursor:
@@ -181,6 +181,55 @@ def _branch(
     return sa.select(inner)
 
 
+def _withdrawal_branch(
+    account_id: str,
+    filters: ActivityFilters,
+    cursor: Cursor | None,
+    older: bool,
+    limit: int,
+) -> sa.Select[tuple[object, ...]]:
+    """Withdrawals in the activity's columns: no seller, the destination as ``pay_to``, the
+    transaction as ``settled_tx``, and in ``detail`` how the holder confirmed it."""
+    c = withdrawals.c
+    text = sa.String()
+    columns = [
+        sa.literal("withdrawn", text).label("kind"),
+        c.id,
+        c.created_at,
+        sa.literal("", text).label("seller_host"),
+        sa.literal("", text).label("seller_path"),
+        c.amount,
+        c.network,
+        c.sandbox,
+        sa.cast(sa.null(), text).label("rule"),
+        c.to_address.label("pay_to"),
+        c.status,
+        sa.cast(sa.null(), text).label("tier"),
+        c.nonce,
+        sa.cast(sa.null(), text).label("reason"),
+        sa.case(
+            (c.fresh_code, sa.literal("confirmed with a fresh authenticator code", text)),
+            else_=sa.literal("confirmed without an authenticator code", text),
+        ).label("detail"),
+        sa.cast(sa.null(), sa.BigInteger()).label("valid_before"),
+        c.transaction_hash.label("settled_tx"),
+    ]
+    where: list[sa.ColumnElement[bool]] = [c.account_id == account_id]
+    if filters.network is not None:
+        where.append(c.network == filters.network)
+    if filters.sandbox is not None:
+        where.append(c.sandbox == filters.sandbox)
+    if filters.since is not None:
+        where.append(c.created_at >= filters.since)
+    if filters.until is not None:
+        where.append(c.created_at < filters.until)
+    if cursor is not None:
+        where.append(_position(withdrawals, "withdrawn", cursor, older))
+    order = (c.created_at.desc(), c.id.desc()) if older else (c.created_at.asc(), c.id.asc())
+    inner = sa.select(*columns).where(*where).order_by(*order).limit(limit).subquery()
+    return sa.select(inner)
+
+
 def _query(
     account_id: str,
     filters: ActivityFilters,
@@ -194,8 +243,11 @@ def _query(
         for table, kind in sources
         if filters.decision in (None, kind) and (filters.status is None or kind == "signed")
     ]
+    # A withdrawal has no seller and no signature status: those filters leave it out.
+    if filters.decision in (None, "withdrawn") and _withdrawals_match(filters):
+        branches.append(_withdrawal_branch(account_id, filters, cursor, older, limit))
     united = sa.union_all(*branches).subquery() if len(branches) > 1 else branches[0].subquery()
-    rank = sa.case((united.c.kind == "refused", 1), else_=0)
+    rank = sa.case((united.c.kind == "withdrawn", 2), (united.c.kind == "refused", 1), else_=0)
     direction = sa.desc if older else sa.asc
     return (
         sa.select(united)
@@ -219,6 +271,8 @@ def page(
         raise ValueError("a page is either before or after a position, not both")
     if filters.decision == "refused" and filters.status is not None:
         return []  # a refusal has no settlement status
+    if filters.decision == "withdrawn" and not _withdrawals_match(filters):
+        return []
     older = after is None
     rows = conn.execute(_query(account_id, filters, after or before, older, limit)).all()
     found = [
@@ -244,6 +298,10 @@ def page(
         for r in rows
     ]
     return found if older else found[::-1]
+
+
+def _withdrawals_match(filters: ActivityFilters) -> bool:
+    return filters.status is None and not filters.seller_contains
 
 
 def seen_sellers(

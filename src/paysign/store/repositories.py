@@ -57,6 +57,8 @@ class SignatureRecord:
     rule: str | None = None
     status: str = "signed"
     settled_tx: str | None = None  # set by the reconciler, never at signing
+    #: The spend windows it reserved in beyond the day's and month's (``reserved_windows``).
+    reserved_in: str | None = None
 
 
 #: The columns a ``SignatureRecord`` fills, in the table's order: all but the generated id. The

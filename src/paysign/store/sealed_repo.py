@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from paysign.store.schema import accounts, oauth_tokens, wallets
+from paysign.store.schema import accounts, notification_targets, oauth_tokens, wallets
 
 # A sealed blob starts: version (1 byte), len(kek_id) (2 bytes), len(wrapped key) (2 bytes),
 # then the kek_id. SQL's substr counts from 1.
@@ -45,7 +45,10 @@ TOTP_SECRETS = SealedColumn("totp", accounts, "sealed_totp_secret")
 REFRESH_SUCCESSOR_KEYS = SealedColumn(
     "refresh", oauth_tokens, "successor_key", key="token_hash", required=False
 )
-SEALED_COLUMNS = (WALLET_KEYS, TOTP_SECRETS, REFRESH_SUCCESSOR_KEYS)
+# A webhook's signing secret: without it that webhook's deliveries fail (and say so on the
+# notifications page); the service itself works on.
+WEBHOOK_SECRETS = SealedColumn("webhook", notification_targets, "sealed_secret", required=False)
+SEALED_COLUMNS = (WALLET_KEYS, TOTP_SECRETS, REFRESH_SUCCESSOR_KEYS, WEBHOOK_SECRETS)
 REQUIRED_COLUMNS = tuple(column for column in SEALED_COLUMNS if column.required)
 
 

@@ -166,6 +166,25 @@ VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount,
     :reason, :rule, :detail, :created_at)
 """
 
+#: The refusals the holder is told about (``services.notifications``).
+NOTIFIED_REFUSALS = frozenset({"allow-pending", "spend-cap-exceeded"})
+
+# Queued only for an account with somewhere to send it, and once an hour per seller and kind:
+# an agent retrying a refused payment must not flood its holder.
+INSERT_NOTIFICATION = """
+INSERT INTO notification_outbox (account_id, event, seller_host, seller_path, amount, detail,
+    created_at, fanned_out)
+SELECT CAST(:account_id AS VARCHAR), CAST(:reason AS VARCHAR), CAST(:seller_host AS VARCHAR),
+    CAST(:seller_path AS VARCHAR), CAST(:amount AS BIGINT), CAST(:detail AS VARCHAR),
+    CAST(:created_at AS BIGINT), false
+WHERE EXISTS (SELECT 1 FROM notification_targets
+    WHERE account_id = CAST(:account_id AS VARCHAR))
+AND NOT EXISTS (SELECT 1 FROM notification_outbox
+    WHERE account_id = CAST(:account_id AS VARCHAR) AND event = CAST(:reason AS VARCHAR)
+    AND seller_host = CAST(:seller_host AS VARCHAR) AND seller_path = CAST(:seller_path AS VARCHAR)
+    AND created_at > CAST(:created_at AS BIGINT) - 3600)
+"""
+
 
 @lru_cache(maxsize=64)
 def key_holder_with_grants_sql(host_count: int) -> str:

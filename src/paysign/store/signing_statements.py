@@ -193,6 +193,9 @@ class SqlStatements(PendingStatements):
 
     def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
         self._many(sql.INSERT_REFUSAL, [_refusal_params(r) for r in refusals])
+        notified = [r for r in refusals if r.reason in sql.NOTIFIED_REFUSALS]
+        if notified:
+            self._many(sql.INSERT_NOTIFICATION, [_refusal_params(r) for r in notified])
 
     def _many(self, statement: str, params: Sequence[dict[str, Any] | tuple[Any, ...]]) -> None:
         # A single row is a plain execute: psycopg sets up a pipeline for executemany.

@@ -1,0 +1,261 @@
+"""Withdraw: the holder sends USDC from the custodial wallet to an address they type.
+
+The wallet signs an EIP-3009 ``transferWithAuthorization`` (its key opened through the vault,
+used in this process and dropped); the sandbox treasury, or on Base mainnet the configured
+relayer, submits it and pays the gas. Every check that needs no code comes first, so a refused
+withdrawal spends no authenticator code; then a fresh, unused code (the step-up every money
+moving change asks for); then the withdrawal is recorded before it is submitted, so the audit
+trail has it whatever the chain answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from paysign.chain.errors import ChainError, TransactionPending
+from paysign.chain.relay import RelayChain, TransferAuthorization
+from paysign.custody import SealedSecret
+from paysign.errors import (
+    AccountNotFound,
+    WithdrawalPending,
+    WithdrawalRefused,
+    WithdrawalUnavailable,
+)
+from paysign.protocol import (
+    BASE_MAINNET,
+    BASE_SEPOLIA,
+    WalletSigner,
+    checksum_address,
+    domain_separator,
+    parse_address,
+    transfer_authorization_digest,
+)
+from paysign.protocol.usdc import format_usdc, parse_usdc
+from paysign.services.accounts import wallet_context
+from paysign.services.portal_deps import PortalDeps
+from paysign.services.signing_context import time_ordered_nonce
+from paysign.store import portal_repo, withdrawal_repo
+from paysign.store.repositories import KeyHolder
+from paysign.store.withdrawal_repo import WithdrawalRow
+
+#: How long the signed authorization stays valid on chain: enough for the relayer to get it
+#: mined, short enough that a transfer never submitted cannot be used much later.
+VALID_SECONDS = 600
+NETWORKS = {BASE_SEPOLIA.caip2: "Base Sepolia (sandbox)", BASE_MAINNET.caip2: "Base"}
+
+log = structlog.get_logger("paysign.withdrawals")
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawalPlan:
+    """A withdrawal checked and ready to confirm: what the confirmation page shows."""
+
+    network: str
+    to_address: str  # checksummed
+    amount: int  # base units
+    balance: int
+    from_address: str
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawal:
+    id: int
+    network: str
+    to_address: str
+    amount: int
+    transaction_hash: str
+
+
+def review(
+    deps: PortalDeps, account_id: str, network: str, to_text: str, amount_text: str
+) -> WithdrawalPlan:
+    """Check a withdrawal before it is confirmed; raises ``WithdrawalRefused`` (a bad address
+    or amount) or ``WithdrawalUnavailable`` (the network cannot carry it now)."""
+    plan, _, _ = _plan(deps, account_id, network, to_text, amount_text)
+    return plan
+
+
+def withdraw(
+    deps: PortalDeps,
+    account_id: str,
+    network: str,
+    to_text: str,
+    amount_text: str,
+    code: str,
+) -> Withdrawal:
+    """Send the USDC. Raises ``WithdrawalRefused`` / ``WithdrawalUnavailable`` (nothing sent,
+    no code spent), ``CredentialsRefused`` (a wrong, used or missing code: nothing sent),
+    ``WithdrawalPending`` (submitted, not yet confirmed)."""
+    plan, holder, chain = _plan(deps, account_id, network, to_text, amount_text)
+    deps.credentials.fresh_code(account_id, code)
+    try:
+        valid_before = chain.block_time() + VALID_SECONDS
+    except ChainError as exc:
+        raise _unavailable(exc, plan.network) from None
+    authorization = _signed_authorization(deps, holder, chain, plan, valid_before)
+    with deps.db.write() as conn:
+        withdrawal_id = withdrawal_repo.record(
+            conn,
+            account_id=account_id,
+            created_at=deps.clock.now(),
+            network=plan.network,
+            sandbox=plan.network == BASE_SEPOLIA.caip2,
+            from_address=plan.from_address,
+            to_address=plan.to_address,
+            amount=plan.amount,
+            nonce=authorization.nonce,
+            fresh_code=True,
+        )
+    try:
+        receipt = chain.relay_transfer(authorization)
+    except TransactionPending as pending:
+        _finish(deps, withdrawal_id, "pending", pending.transaction_hash)
+        raise WithdrawalPending(
+            f"the transfer {pending.transaction_hash} was sent but is not confirmed yet",
+            transactionHash=pending.transaction_hash,
+        ) from None
+    except ChainError as exc:
+        _finish(deps, withdrawal_id, "failed", None)
+        raise _unavailable(exc, plan.network) from None
+    _finish(deps, withdrawal_id, "sent", receipt.transaction_hash)
+    log.info(
+        "withdrawal_sent",
+        account_id=account_id,
+        network=plan.network,
+        amount=plan.amount,
+        transaction=receipt.transaction_hash,
+    )
+    return Withdrawal(
+        withdrawal_id, plan.network, plan.to_address, plan.amount, receipt.transaction_hash
+    )
+
+
+def history(deps: PortalDeps, account_id: str) -> list[WithdrawalRow]:
+    """The account's withdrawals, newest first."""
+    with deps.db.read() as conn:
+        return withdrawal_repo.of_account(conn, account_id)
+
+
+def chain_for(deps: PortalDeps, network: str) -> RelayChain:
+    """The network a withdrawal goes through; ``WithdrawalUnavailable`` when it has none."""
+    if network == BASE_SEPOLIA.caip2:
+        if deps.sandbox_chain is None:
+            raise WithdrawalUnavailable(
+                "this paysign has no sandbox chain configured (PAYSIGN_TESTNET_RPC_URL)"
+            )
+        return deps.sandbox_chain
+    if network == BASE_MAINNET.caip2:
+        if deps.mainnet_relay is None:
+            raise WithdrawalUnavailable(
+                "withdrawals on Base are not configured on this paysign: the operator must "
+                "set PAYSIGN_MAINNET_RPC_URL and PAYSIGN_MAINNET_RELAYER_KEY"
+            )
+        return deps.mainnet_relay
+    raise WithdrawalRefused("choose Base or Base Sepolia (sandbox)", pointer="/network")
+
+
+def parse_destination(text: str) -> bytes:
+    """The typed address; a mixed-case one must carry a correct EIP-55 checksum (it catches a
+    mistyped character), an all-lower- or all-upper-case one has none to check.
+
+    >>> parse_destination("0x52908400098527886E0F7030069857D2E4169EE7").hex()[:6]
+    '529084'
+    >>> parse_destination("0x52908400098527886e0F7030069857D2E4169EE7")
+    Traceback (most recent call last):
+    paysign.errors.WithdrawalRefused: the address's checksum does not match (a mistyped character?)
+    """
+    text = text.strip()
+    try:
+        address = parse_address(text)
+    except ValueError:
+        raise WithdrawalRefused(
+            "enter the address as 0x followed by 40 hexadecimal digits", pointer="/to"
+        ) from None
+    body = text[2:]
+    if body != body.lower() and body != body.upper() and checksum_address(address) != text:
+        raise WithdrawalRefused(
+            "the address's checksum does not match (a mistyped character?)",
+            pointer="/to",
+        )
+    return address
+
+
+def _plan(
+    deps: PortalDeps, account_id: str, network: str, to_text: str, amount_text: str
+) -> tuple[WithdrawalPlan, KeyHolder, RelayChain]:
+    with deps.db.read() as conn:
+        holder = portal_repo.wallet_holder(conn, account_id)
+    if holder is None:
+        raise AccountNotFound("the signed-in account has no wallet")
+    chain = chain_for(deps, network)
+    to = parse_destination(to_text)
+    wallet = parse_address(holder.wallet_address)
+    if to == bytes(20):
+        raise WithdrawalRefused("USDC sent to the zero address is lost for good", pointer="/to")
+    if to == wallet:
+        raise WithdrawalRefused("that is this wallet's own address", pointer="/to")
+    if to == chain.usdc:
+        raise WithdrawalRefused(
+            "that is the USDC contract itself; USDC sent there is lost", pointer="/to"
+        )
+    amount = _amount(amount_text)
+    try:
+        balance = chain.usdc_balance(wallet)
+    except ChainError as exc:
+        raise _unavailable(exc, network) from None
+    if amount > balance:
+        raise WithdrawalRefused(
+            f"the wallet holds {format_usdc(balance)} USDC; "
+            f"{format_usdc(amount)} USDC is more than that",
+            pointer="/amount",
+        )
+    plan = WithdrawalPlan(network, checksum_address(to), amount, balance, checksum_address(wallet))
+    return plan, holder, chain
+
+
+def _amount(text: str) -> int:
+    cleaned = text.strip().replace(",", "")
+    try:
+        amount = parse_usdc(cleaned) if cleaned else 0
+    except ValueError:
+        raise WithdrawalRefused(
+            f"{text.strip()[:40]!r} is not a USDC amount (at most 6 decimals)", pointer="/amount"
+        ) from None
+    if amount <= 0:
+        raise WithdrawalRefused("enter an amount of USDC above zero", pointer="/amount")
+    return amount
+
+
+def _signed_authorization(
+    deps: PortalDeps,
+    holder: KeyHolder,
+    chain: RelayChain,
+    plan: WithdrawalPlan,
+    valid_before: int,
+) -> TransferAuthorization:
+    names = dict(deps.usdc_names)
+    domain = domain_separator(names[plan.network], deps.usdc_version, chain.chain_id, chain.usdc)
+    wallet = parse_address(holder.wallet_address)
+    to = parse_address(plan.to_address)
+    nonce = time_ordered_nonce()
+    digest = transfer_authorization_digest(domain, wallet, to, plan.amount, 0, valid_before, nonce)
+    # The key lives only in this frame and the signer; neither outlives the call.
+    sealed = SealedSecret.from_bytes(holder.sealed_wallet_key)
+    signer = WalletSigner(deps.vault.open(wallet_context(holder.wallet_id), sealed), wallet)
+    signature = signer.sign_digest(digest)
+    return TransferAuthorization(wallet, to, plan.amount, 0, valid_before, nonce, signature)
+
+
+def _finish(deps: PortalDeps, withdrawal_id: int, status: str, tx: str | None) -> None:
+    with deps.db.write() as conn:
+        withdrawal_repo.finish(conn, withdrawal_id, status, tx)
+
+
+def _unavailable(exc: ChainError, network: str) -> WithdrawalUnavailable:
+    log.warning("withdrawal_chain_error", network=network, error=type(exc).__name__)
+    return WithdrawalUnavailable(
+        f"{NETWORKS.get(network, network)} did not take the transfer; nothing was sent. "
+        "Try again shortly."
+    )
