@@ -7,6 +7,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from paysign.chain.balances import LiveUsdc
 from paysign.chain.relay import MainnetRelay
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock, SystemClock
@@ -34,6 +35,9 @@ class Runtime:
     #: Base mainnet with the relayer that submits withdrawals; None unless
     #: settings.mainnet_rpc_url and settings.mainnet_relayer_key are both set.
     mainnet_relay: MainnetRelay | None = None
+    #: The wallet's USDC on Base for the holder's overview; None unless
+    #: settings.mainnet_rpc_url is set.
+    live_usdc: LiveUsdc | None = None
 
 
 def asset_registry(settings: Settings) -> AssetRegistry:
@@ -102,4 +106,5 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
         asset_registry(settings),
         sandbox_chain=SandboxChain.from_settings(settings),
         mainnet_relay=MainnetRelay.from_settings(settings),
+        live_usdc=LiveUsdc.from_settings(settings),
     )

@@ -70,6 +70,7 @@ class DashboardPages:
         )
         # After the database read, not inside it: the chain may be slow or down.
         balance = await run_in_threadpool(sandbox_wallet.balance, deps, overview.wallet_address)
+        live = await run_in_threadpool(sandbox_wallet.live_balance, deps, overview.wallet_address)
         return self.portal.render(
             "home.html",
             session,
@@ -79,6 +80,8 @@ class DashboardPages:
             active=portal_overview.active_key(overview.keys, overview.now),
             balance=balance,
             sandbox=sandbox_wallet.configured(deps),
+            live_balance=live,
+            live_configured=sandbox_wallet.live_configured(deps),
             bars=[SpendBar.of(*window) for window in overview.spend],
             refusals_link=f"{PREFIX}/activity?decision=refused&from={iso(overview.now)[:10]}",
             refusals_counted=f"{REFUSALS_COUNTED:,}",

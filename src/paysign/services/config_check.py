@@ -29,7 +29,8 @@ _CHAIN_IDS = {MAINNET: 8453, TESTNET: 84532}
 #: What a mainnet RPC endpoint is for: said by ``paysign check`` and the README alike.
 MAINNET_RPC_NEEDED_FOR = (
     "releasing the live spend of signatures that expired unused (the reconciler asks the chain "
-    "whether each was used); without it that spend stays counted against the caps"
+    "whether each was used; without it that spend stays counted against the caps), and the "
+    "wallets' balances on Base in the holders' overview"
 )
 
 

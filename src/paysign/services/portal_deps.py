@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from paysign.chain.balances import LiveUsdc
 from paysign.chain.relay import MainnetRelay
 from paysign.chain.testnet import SandboxChain
 from paysign.clock import Clock
@@ -31,6 +32,8 @@ class PortalRuntime(Protocol):
     def sandbox_chain(self) -> SandboxChain | None: ...
     @property
     def mainnet_relay(self) -> MainnetRelay | None: ...
+    @property
+    def live_usdc(self) -> LiveUsdc | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ class PortalDeps:
     test_funds_amount: int
     #: Withdrawals on Base mainnet; None when no relayer is configured.
     mainnet_relay: MainnetRelay | None = None
+    #: The wallet's balance on Base for the overview; None without a mainnet RPC endpoint.
+    live_usdc: LiveUsdc | None = None
     #: The USDC contracts' EIP-712 domain (name per network, version), for withdrawals.
     usdc_names: tuple[tuple[str, str], ...] = ()
     usdc_version: str = "2"
@@ -76,6 +81,7 @@ def portal_deps(runtime: PortalRuntime) -> PortalDeps:
         sandbox_chain=runtime.sandbox_chain,
         test_funds_amount=settings.test_funds_amount,
         mainnet_relay=runtime.mainnet_relay,
+        live_usdc=runtime.live_usdc,
         usdc_names=(
             ("eip155:8453", settings.usdc_mainnet_name),
             ("eip155:84532", settings.usdc_testnet_name),

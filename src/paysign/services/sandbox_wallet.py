@@ -1,6 +1,6 @@
-"""The dashboard's view of the wallet on the sandbox chain: its USDC balance, read live, and
-test funds from the faucet. Both wait on the network, so neither runs inside a database
-transaction."""
+"""The dashboard's view of the wallet on the chains: its USDC balance on the sandbox chain and,
+where the operator configured a Base RPC endpoint, on Base, read live; and test funds from the
+faucet. All wait on the network, so none runs inside a database transaction."""
 
 from __future__ import annotations
 
@@ -31,6 +31,23 @@ def balance(deps: PortalDeps, address: str | None) -> int | None:
         return chain.usdc_balance(parse_address(address))
     except (ChainError, ValueError) as exc:
         log.info("testnet_balance_unavailable", error=type(exc).__name__)
+        return None
+
+
+def live_configured(deps: PortalDeps) -> bool:
+    return deps.live_usdc is not None
+
+
+def live_balance(deps: PortalDeps, address: str | None) -> int | None:
+    """The wallet's USDC on Base in base units; ``None`` when it cannot be read (no endpoint
+    configured, the node down or slow), which the page says rather than fail."""
+    chain = deps.live_usdc
+    if chain is None or address is None:
+        return None
+    try:
+        return chain.usdc_balance(parse_address(address))
+    except (ChainError, ValueError) as exc:
+        log.info("mainnet_balance_unavailable", error=type(exc).__name__)
         return None
 
 
