@@ -23,8 +23,8 @@ from conftest import free_port
 from inspector_support import inspector, oauth_state_path
 from paysign.store.schema import oauth_clients, wallets
 
-from .conftest import REDIRECT, Browser, Service, User, pkce, register
-from .test_oauth import authorization_url, tokens_for
+from .conftest import Service, User, register
+from .test_oauth import exchanged_code, tokens_for
 
 TOOLS = {"pay_x402", "search_bazaar", "wallet_status"}
 
@@ -117,21 +117,7 @@ def public_client_tokens(service: Service, user: User) -> tuple[dict[str, Any], 
     code, consent, code exchange with PKCE."""
     client = register(service, token_endpoint_auth_method="none").json()
     assert "client_secret" not in client
-    verifier, challenge = pkce()
-    query = Browser(service, user).authorize(
-        authorization_url(service, client["client_id"], challenge)
-    )
-    r = httpx.post(
-        f"{service.auth_url}/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": query["code"],
-            "redirect_uri": REDIRECT,
-            "code_verifier": verifier,
-            "client_id": client["client_id"],
-            "resource": service.mcp_url,
-        },
-    )
+    r = exchanged_code(service, user, client)
     assert r.status_code == 200, r.text
     return client, r.json()
 

@@ -74,14 +74,15 @@ def authorization_url(service: Service, client_id: str, challenge: str, **extra:
     return f"{service.auth_url}/authorize?" + urlencode({k: v for k, v in query.items() if v})
 
 
-def tokens_for(service: Service, user: User) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Register a client and run the code flow by hand; returns (client, token response)."""
-    client = register(service).json()
+def exchanged_code(service: Service, user: User, client: dict[str, Any]) -> httpx.Response:
+    """The code flow by hand for ``client`` (PKCE, sign-in, consent), then the code exchanged
+    with the client's credentials in the form (no secret for a public client)."""
     verifier, challenge = pkce()
     query = Browser(service, user).authorize(
         authorization_url(service, client["client_id"], challenge)
     )
-    r = httpx.post(
+    secret = {"client_secret": client["client_secret"]} if "client_secret" in client else {}
+    return httpx.post(
         f"{service.auth_url}/token",
         data={
             "grant_type": "authorization_code",
@@ -89,10 +90,16 @@ def tokens_for(service: Service, user: User) -> tuple[dict[str, Any], dict[str, 
             "redirect_uri": REDIRECT,
             "code_verifier": verifier,
             "client_id": client["client_id"],
-            "client_secret": client["client_secret"],
+            **secret,
             "resource": service.mcp_url,
         },
     )
+
+
+def tokens_for(service: Service, user: User) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Register a client and run the code flow by hand; returns (client, token response)."""
+    client = register(service).json()
+    r = exchanged_code(service, user, client)
     assert r.status_code == 200, r.text
     return client, r.json()
 

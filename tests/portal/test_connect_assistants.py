@@ -16,9 +16,8 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from oauth import conftest as oauth_support
-from oauth.conftest import PASSWORD, REDIRECT, Service, User, pkce, register
-from oauth.conftest import Browser as OAuthBrowser
-from oauth.test_oauth import authorization_url, is_invalid_token, mcp_post
+from oauth.conftest import PASSWORD, Service, User, register
+from oauth.test_oauth import exchanged_code, is_invalid_token, mcp_post
 from paysign.services import accounts
 from portal.conftest import csrf_of, error_of, redirected, sign_in
 
@@ -32,22 +31,7 @@ AUDIT = (Path(__file__).parent / "page_audit.js").read_text()
 def _grant(service: Service, user: User, client: dict[str, Any]) -> str:
     """One sign-in of ``user`` through ``client`` (the code flow by hand); its access token."""
     service.clock.advance(30)  # each sign-in takes a fresh authenticator code
-    verifier, challenge = pkce()
-    query = OAuthBrowser(service, user).authorize(
-        authorization_url(service, client["client_id"], challenge)
-    )
-    answer = httpx.post(
-        f"{service.auth_url}/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": query["code"],
-            "redirect_uri": REDIRECT,
-            "code_verifier": verifier,
-            "client_id": client["client_id"],
-            "client_secret": client["client_secret"],
-            "resource": service.mcp_url,
-        },
-    )
+    answer = exchanged_code(service, user, client)
     assert answer.status_code == 200, answer.text
     return str(answer.json()["access_token"])
 

@@ -20,7 +20,8 @@ from paysign.custody import (
 )
 from paysign.services import accounts, notifications
 from paysign.services.key_custody import census, open_vault, rotate_master_key
-from paysign.services.oauth_refresh import digest, new_successor_key, successor_pair
+from paysign.services.oauth_refresh import new_successor_key, successor_pair
+from paysign.services.oauth_values import digest
 from paysign.store import oauth_repo, sealed_repo
 from paysign.store.database import Database
 from paysign.store.sealed_repo import TOTP_SECRETS, WALLET_KEYS, WEBHOOK_SECRETS

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from paysign import errors
-from paysign.api import openapi_schemas as schemas
+from paysign.api.openapi_components import components
 from paysign.config import Settings
 from paysign.http.problems import PROBLEM_TYPES
 from paysign.protocol.networks import AssetRegistry
@@ -267,51 +267,6 @@ def _metrics_operation(problem_base: str) -> Schema:
     }
 
 
-def _components(registry: AssetRegistry) -> Schema:
-    def header(description: str, schema: Schema) -> Schema:
-        return {"description": description, "required": True, "schema": schema}
-
-    return {
-        "securitySchemes": {
-            "apiKey": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "An API key (`psk_…`) created in the portal",
-            }
-        },
-        "headers": {
-            "X-Request-Id": header(
-                "Names the request in paysign's log",
-                {"type": "string", "pattern": "^[0-9a-f]{16}$"},
-            ),
-            "WWW-Authenticate": header(
-                "The credential scheme", {"type": "string", "const": "Bearer"}
-            ),
-            "Retry-After": header(
-                "Seconds to wait before sending the request again",
-                {"type": "integer", "minimum": 1},
-            ),
-            "ETag": header(
-                "Changes whenever the document does", {"type": "string", "pattern": '^"[0-9a-f]+"$'}
-            ),
-            "Cache-Control": header("", {"type": "string", "const": "public, max-age=30"}),
-            "Vary": header("", {"type": "string", "const": "Authorization"}),
-        },
-        "schemas": {
-            "Problem": schemas.PROBLEM,
-            "Unauthorized": schemas.UNAUTHORIZED,
-            "Status": schemas.STATUS,
-            "SignatureRequest": schemas.signature_request_schema(registry),
-            "SignatureResult": schemas.SIGNATURE_RESULT,
-            "TestFundsResult": schemas.TEST_FUNDS_RESULT,
-            "Catalog": schemas.catalog_document_schema(["PREMIUM", "STANDARD"]),
-            "FullCatalog": schemas.catalog_document_schema(
-                ["PREMIUM", "STANDARD", "OPEN_ECOSYSTEM"]
-            ),
-        },
-    }
-
-
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
@@ -380,7 +335,7 @@ def openapi_document(settings: Settings, registry: AssetRegistry) -> dict[str, A
             "with its RFC 9728 metadata under /.well-known/oauth-protected-resource.",
         },
         "servers": [{"url": base_url}],
-        "components": _components(registry),
+        "components": components(registry),
         "paths": {
             "/wallets/signatures": _signing_operation(problem_base),
             "/wallets/testnet/funds": _test_funds_operation(problem_base),

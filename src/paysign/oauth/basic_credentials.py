@@ -23,7 +23,9 @@ import base64
 import binascii
 from urllib.parse import parse_qs, quote, unquote
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from paysign.http.asgi_body import read_body, replaying
 
 #: A token or revocation request is a few hundred bytes; a longer one is passed on unread
 #: past this, and the endpoint answers it as it would have.
@@ -70,23 +72,7 @@ class BasicCredentials:
         if scope["type"] != "http" or scope["method"] != "POST" or not authorization:
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size, more = 0, True
-        while more and size <= _MAX_FORM_BYTES:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body, more = await read_body(receive, _MAX_FORM_BYTES)
         if not more:
             body = with_basic_credentials(body, authorization)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": more}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, more, receive), send)

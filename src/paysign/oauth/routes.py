@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from paysign.http.asgi_body import read_body, replaying
 from paysign.http.cors import open_to_browsers
 from paysign.oauth.basic_credentials import BasicCredentials
 from paysign.oauth.pages import SignInPages
@@ -65,6 +66,10 @@ def metadata_paths(issuer: str) -> list[str]:
     return list(dict.fromkeys([METADATA + path, path + METADATA, METADATA]))
 
 
+#: A token request is a few hundred bytes; past this the body is handed on unread.
+_MAX_FORM_BYTES = 64 * 1024
+
+
 class ResourceCheckedToken:
     """The SDK token endpoint, after refusing an RFC 8707 ``resource`` other than ours."""
 
@@ -76,15 +81,7 @@ class ResourceCheckedToken:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > 64 * 1024 or not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body, more = await read_body(receive, _MAX_FORM_BYTES)
         resources = parse_qs(body.decode("latin-1")).get("resource", [])
         if any(resource != self.mcp_url for resource in resources):
             response = JSONResponse(
@@ -97,16 +94,7 @@ class ResourceCheckedToken:
             )
             await response(scope, receive, send)
             return
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, more, receive), send)
 
 
 async def bounded_body(request: Request, limit: int) -> bytes | None:

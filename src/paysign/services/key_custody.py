@@ -24,6 +24,7 @@ from paysign.custody import (
 )
 from paysign.services.accounts import totp_context, wallet_context
 from paysign.services.notifications import webhook_context
+from paysign.services.oauth_refresh import successor_key_context
 from paysign.store import sealed_repo
 from paysign.store.database import Database
 from paysign.store.sealed_repo import REQUIRED_COLUMNS, SEALED_COLUMNS, SealedColumn
@@ -31,16 +32,10 @@ from paysign.store.sealed_repo import REQUIRED_COLUMNS, SEALED_COLUMNS, SealedCo
 ROTATION_PAGE = 200
 
 
-def _refresh_context(token_hash: str) -> str:
-    # services/oauth_refresh.py seals a refresh token's successor key under this context;
-    # tests/services/test_key_custody.py proves a re-wrapped one still derives the same pair.
-    return f"oauth-refresh:{token_hash}"
-
-
 _CONTEXTS: dict[str, Callable[[str], str]] = {
     "wallet": wallet_context,
     "totp": totp_context,
-    "refresh": _refresh_context,
+    "refresh": successor_key_context,
     "webhook": webhook_context,
 }
 

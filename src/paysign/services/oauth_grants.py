@@ -1,7 +1,8 @@
 """The OAuth use cases: sign-in (password + authenticator code), consent bound to the browser
 that signed in, authorization codes, tokens with rotation, revocation, and resolving an access
 token. Registering clients is ``oauth_clients``; which redirects are allowed,
-``oauth_redirects``; what is refused and how it reads, ``oauth_refusals``.
+``oauth_redirects``; what is refused and how it reads, ``oauth_refusals``; the configuration
+and the values these use cases take and return, ``oauth_values`` (re-exported here).
 
 Synchronous, one short transaction each: the entry points run them in a worker thread. Every
 secret handed out (transaction id, code, token, registration access token) is random and stored
@@ -10,18 +11,15 @@ only as its SHA-256.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import secrets
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from paysign.clock import Clock
-from paysign.config import Settings
 from paysign.custody import KeyVault
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refresh import new_successor_key, retried_pair, successor_pair
@@ -34,92 +32,20 @@ from paysign.services.oauth_refusals import (
     RequestExpired,
     SignInFailed,
 )
+from paysign.services.oauth_values import (
+    OFFLINE_ACCESS,
+    CodeGrant,
+    IssuedTokens,
+    OAuthConfig,
+    OAuthPrincipal,
+    PendingRequest,
+    TokenGrant,
+    digest,
+)
 from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
 from paysign.store import oauth_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
-
-#: Asked for by clients that want a refresh token; every grant has one, so it is accepted and
-#: changes nothing.
-OFFLINE_ACCESS = "offline_access"
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class OAuthConfig:
-    issuer: str
-    mcp_url: str
-    scope: str
-    code_ttl: int
-    access_ttl: int
-    refresh_ttl: int
-    refresh_grace: int
-    request_ttl: int
-    max_failures_account: int
-    max_failures_address: int
-    failure_window: int
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> OAuthConfig:
-        mcp_url = settings.resolved_mcp_url
-        return cls(
-            issuer=settings.resolved_auth_url,
-            mcp_url=mcp_url,
-            scope=f"{mcp_url}/access",
-            code_ttl=min(settings.oauth_code_ttl_seconds, 60),
-            access_ttl=settings.oauth_access_token_ttl_seconds,
-            refresh_ttl=settings.oauth_refresh_token_ttl_seconds,
-            refresh_grace=settings.oauth_refresh_retry_grace_seconds,
-            request_ttl=settings.oauth_sign_in_ttl_seconds,
-            max_failures_account=settings.oauth_max_failures_per_account,
-            max_failures_address=settings.oauth_max_failures_per_address,
-            failure_window=settings.oauth_failure_window_seconds,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PendingRequest:
-    client_id: str
-    params: dict[str, Any]
-    csrf: str
-    signed_in: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CodeGrant:
-    client_id: str
-    account_id: str
-    params: dict[str, Any]
-    expires_in: int
-
-
-@dataclass(frozen=True, slots=True)
-class TokenGrant:
-    """A refresh token (or access token) as loaded: who, for what, for how long."""
-
-    family: str
-    client_id: str
-    account_id: str
-    scopes: list[str]
-    resource: str
-    expires_in: int
-
-
-@dataclass(frozen=True, slots=True)
-class IssuedTokens:
-    access_token: str
-    refresh_token: str
-    expires_in: int
-    scopes: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class OAuthPrincipal:
-    account_id: str
-    client_id: str
 
 
 class AuthorizationService:
@@ -409,3 +335,16 @@ def _registered(conn: Connection, client_id: str, redirect_uri: str) -> bool:
 def _family_of(code_hash: str) -> str:
     """Every token issued from one code shares a family named after the code."""
     return str(uuid.UUID(code_hash[:32]))
+
+
+__all__ = [
+    "OFFLINE_ACCESS",
+    "AuthorizationService",
+    "CodeGrant",
+    "IssuedTokens",
+    "OAuthConfig",
+    "OAuthPrincipal",
+    "PendingRequest",
+    "TokenGrant",
+    "digest",
+]

@@ -25,20 +25,18 @@ from sqlalchemy.engine import Connection
 
 from paysign.custody import KeyVault, SealedSecret
 from paysign.custody.vault import SecretUnreadable
+from paysign.services.oauth_values import digest
 from paysign.store import oauth_repo
 
 
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def _context(refresh_hash: str) -> str:
+def successor_key_context(refresh_hash: str) -> str:
+    """What the vault binds a refresh token's successor key to (rotation re-wraps under it)."""
     return f"oauth-refresh:{refresh_hash}"
 
 
 def new_successor_key(vault: KeyVault, refresh_hash: str) -> bytes:
     """A fresh sealed key for the refresh token with this hash."""
-    return vault.seal(_context(refresh_hash), secrets.token_bytes(32)).to_bytes()
+    return vault.seal(successor_key_context(refresh_hash), secrets.token_bytes(32)).to_bytes()
 
 
 def successor_pair(vault: KeyVault, sealed: bytes | None, token: str) -> tuple[str, str] | None:
@@ -47,7 +45,7 @@ def successor_pair(vault: KeyVault, sealed: bytes | None, token: str) -> tuple[s
     if sealed is None:
         return None
     try:
-        key = vault.open(_context(digest(token)), SealedSecret.from_bytes(sealed))
+        key = vault.open(successor_key_context(digest(token)), SealedSecret.from_bytes(sealed))
     except SecretUnreadable:
         return None
 

@@ -8,18 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-    }
-)
-
-# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit identity.
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+from paysign.store.schema_base import BigId, metadata
 
 accounts = sa.Table(
     "accounts",
@@ -359,85 +348,42 @@ job_leases = sa.Table(
     sa.Column("expires_at", sa.BigInteger, nullable=False),
 )
 
-# --- notifications --------------------------------------------------------------------------
-
-# Where an account's holder is told about refusals they must act on: a webhook (``url`` and its
-# signing secret, sealed by the vault) or an email address (``url`` is then ``mailto:...``).
-notification_targets = sa.Table(
-    "notification_targets",
-    metadata,
-    sa.Column("id", sa.String(36), primary_key=True),
-    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False, index=True),
-    sa.Column("kind", sa.String(16), nullable=False),  # "webhook" or "email"
-    sa.Column("url", sa.String(2048), nullable=False),
-    sa.Column("sealed_secret", sa.LargeBinary, nullable=True),
-    sa.Column("created_at", sa.BigInteger, nullable=False),
+# What leaves the service for the holder (notifications, withdrawals): declared on the same
+# metadata in a module of its own, re-exported here so every table is named from one place.
+from paysign.store.schema_outbound import (  # noqa: E402
+    notification_deliveries,
+    notification_outbox,
+    notification_targets,
+    withdrawals,
 )
 
-# An event to tell the holder about, written in the transaction that caused it (a refusal's),
-# so a rolled-back request sends nothing and a committed one is never forgotten. ``fanned_out``:
-# a delivery per target exists for it.
-notification_outbox = sa.Table(
-    "notification_outbox",
-    metadata,
-    sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
-    sa.Column("event", sa.String(32), nullable=False),  # the problem slug, or "test"
-    sa.Column("seller_host", sa.String(300), nullable=False),
-    sa.Column("seller_path", sa.String(2048), nullable=False),
-    sa.Column("amount", sa.BigInteger, nullable=False),
-    sa.Column("detail", sa.String(4000), nullable=False),
-    sa.Column("created_at", sa.BigInteger, nullable=False),
-    sa.Column("fanned_out", sa.Boolean, nullable=False, server_default=sa.false()),
-)
-sa.Index(
-    "ix_notification_outbox_account_event",
-    notification_outbox.c.account_id,
-    notification_outbox.c.event,
-    notification_outbox.c.created_at,
-)
-sa.Index("ix_notification_outbox_fanned_out", notification_outbox.c.fanned_out)
-
-# One event sent to one target: what the holder sees on the notifications page.
-notification_deliveries = sa.Table(
+__all__ = [
+    "BigId",
+    "accounts",
+    "api_keys",
+    "catalog_state",
+    "job_leases",
+    "listings",
+    "metadata",
     "notification_deliveries",
-    metadata,
-    sa.Column("id", sa.String(40), primary_key=True),  # the webhook-id ("msg_...")
-    sa.Column("outbox_id", sa.ForeignKey("notification_outbox.id"), nullable=False),
-    sa.Column("target_id", sa.ForeignKey("notification_targets.id"), nullable=False),
-    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False, index=True),
-    sa.Column("status", sa.String(16), nullable=False),  # "pending", "delivered", "failed"
-    sa.Column("attempts", sa.Integer, nullable=False),
-    sa.Column("last_error", sa.String(500), nullable=True),
-    sa.Column("next_attempt_at", sa.BigInteger, nullable=True),
-    sa.Column("created_at", sa.BigInteger, nullable=False),
-    sa.Column("delivered_at", sa.BigInteger, nullable=True),
-)
-sa.Index(
-    "ix_notification_deliveries_status_next",
-    notification_deliveries.c.status,
-    notification_deliveries.c.next_attempt_at,
-)
-
-# --- withdrawals ----------------------------------------------------------------------------
-
-# USDC the holder sent out of the custodial wallet: recorded before the transfer is submitted
-# (``submitting``), then ``sent`` with its transaction, or ``failed`` (nothing moved) or
-# ``pending`` (submitted, its fate unknown). ``fresh_code``: an authenticator code was spent.
-withdrawals = sa.Table(
+    "notification_outbox",
+    "notification_targets",
+    "oauth_clients",
+    "oauth_codes",
+    "oauth_requests",
+    "oauth_sign_in_failures",
+    "oauth_tokens",
+    "oauth_totp_steps",
+    "pending_sellers",
+    "policies",
+    "policy_rules",
+    "portal_sessions",
+    "refusals",
+    "seller_spend_windows",
+    "signatures",
+    "spend_windows",
+    "test_fund_grants",
+    "test_funds",
+    "wallets",
     "withdrawals",
-    metadata,
-    sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
-    sa.Column("created_at", sa.BigInteger, nullable=False),
-    sa.Column("network", sa.String(32), nullable=False),
-    sa.Column("sandbox", sa.Boolean, nullable=False),
-    sa.Column("from_address", sa.String(42), nullable=False),
-    sa.Column("to_address", sa.String(42), nullable=False),
-    sa.Column("amount", sa.BigInteger, nullable=False),
-    sa.Column("nonce", sa.LargeBinary(32), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("transaction_hash", sa.String(66), nullable=True),
-    sa.Column("fresh_code", sa.Boolean, nullable=False),
-)
-sa.Index("ix_withdrawals_account", withdrawals.c.account_id, withdrawals.c.created_at)
+]
