@@ -295,3 +295,24 @@ def test_the_secret_is_stored_sealed(
     assert target.sealed_secret is not None
     assert new.secret.encode() not in target.sealed_secret
     assert new.secret.removeprefix("whsec_").encode() not in target.sealed_secret
+
+
+def test_a_webhook_urls_secret_never_reaches_the_log(
+    runtime: Runtime, account: dict[str, str]
+) -> None:
+    """Many webhook URLs carry their credential in the path or query (chat services' incoming
+    hooks do): a failed delivery tells the holder on their page, but the log never holds it."""
+    from structlog.testing import capture_logs
+
+    from conftest import free_port
+
+    token = "hooktoken-" + "7f3a9c21e4b8d605"
+    url = f"http://127.0.0.1:{free_port()}/services/{token}?key={token}"
+    notifications.add_webhook(runtime.db, runtime.vault, runtime.clock, account["account_id"], url)
+    notifications.send_test(runtime.db, runtime.clock, account["account_id"])
+    with capture_logs() as records:
+        assert notifier(runtime).run_once() == 1
+    [delivery] = notifications.notification_settings(runtime.db, account["account_id"]).deliveries
+    assert delivery.status == "pending" and delivery.last_error  # the holder is told why
+    assert records, "the attempt is logged"
+    assert token not in repr(records)

@@ -188,7 +188,8 @@ class Notifier:
             notified=delivery.event.event,
             attempt=delivery.attempts + 1,
             delivered=error is None,
-            error=error,
+            # Not the error's text: it can quote the webhook's URL, and many carry their
+            # credential in it. The holder reads it on the notifications page.
         )
 
     def _attempt(self, delivery: Delivery) -> str | None:
