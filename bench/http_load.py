@@ -44,6 +44,8 @@ def load(
     if target.api_key:
         env["BENCH_API_KEY"] = target.api_key
     if loadgen == "wrk":
+        if len(target.load_keys) > 1:  # sign.lua rotates over them
+            env["BENCH_API_KEY"] = ",".join(target.load_keys)
         # wrk takes whole seconds only.
         cmd = [
             "wrk",

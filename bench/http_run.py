@@ -44,24 +44,25 @@ def _start_targets(
         schemas = [stack.enter_context(postgres_schema(args.postgres_url)) for _ in range(count)]
         stack.callback(stop_all)  # runs before the schemas are dropped
     log("starting paysign (SQLite)")
-    targets = [start_paysign("sqlite", workdir, None)]
+    n = args.accounts
+    targets = [start_paysign("sqlite", workdir, None, accounts=n)]
     if args.inline_signing:
         log("starting paysign (SQLite, PAYSIGN_SIGNER_PROCESS=false)")
         inline = {"PAYSIGN_SIGNER_PROCESS": "false"}
-        targets.append(start_paysign("sqlite-inline", workdir, None, inline))
+        targets.append(start_paysign("sqlite-inline", workdir, None, inline, accounts=n))
     if multi and args.multi_sqlite:
         log(f"starting paysign (SQLite, {args.workers} workers)")
         name = multi_name("sqlite", args.workers)
-        targets.append(start_paysign(name, workdir, None, workers=args.workers))
+        targets.append(start_paysign(name, workdir, None, workers=args.workers, accounts=n))
     if schemas:
         log(f"starting paysign (PostgreSQL, schema {schemas[0]})")
         url = sqlalchemy_url(args.postgres_url, schemas[0])
-        targets.append(start_paysign("postgres", workdir, url))
+        targets.append(start_paysign("postgres", workdir, url, accounts=n))
     if multi and schemas:
         log(f"starting paysign (PostgreSQL, {args.workers} workers, schema {schemas[1]})")
         url = sqlalchemy_url(args.postgres_url, schemas[1])
         name = multi_name("postgres", args.workers)
-        targets.append(start_paysign(name, workdir, url, workers=args.workers))
+        targets.append(start_paysign(name, workdir, url, workers=args.workers, accounts=n))
     return targets
 
 

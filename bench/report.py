@@ -107,6 +107,9 @@ def report_http(
         )
     for note in POLICY_NOTE:
         print(f"\nOur endpoint ran with the {note}.")
+    accounts = max((len(t.load_keys) for t in targets), default=1)
+    if accounts > 1:
+        print(f"\nThe load paid from {accounts} accounts, each request the next one's key.")
 
 
 def report_sequential(

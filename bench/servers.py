@@ -31,6 +31,8 @@ class Target:
     runs: list[dict[str, Any]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # PAYSIGN_* of `paysign admin` calls
     email: str = ""
+    #: Every account's key the load rotates over (``--accounts``); ``api_key`` is the first.
+    load_keys: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -79,12 +81,15 @@ def start_paysign(
     database_url: str | None,
     extra_env: dict[str, str] | None = None,
     workers: int = 1,
+    accounts: int = 1,
 ) -> Target:
-    """``paysign serve`` with a fresh account; ``workers`` > 1 starts a supervisor."""
+    """``paysign serve`` with ``accounts`` fresh accounts, whose keys the load rotates over;
+    ``workers`` > 1 starts a supervisor."""
     data_dir = workdir / name
     data_dir.mkdir(mode=0o700)
     env = {**paysign_env(data_dir, database_url), **(extra_env or {})}
     email, api_key = bench_account(env, workdir)
+    others = [bench_account(env, workdir)[1] for _ in range(accounts - 1)]
     port = free_port()
     log_path = workdir / f"{name}.log"
     cmd = [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)]
@@ -95,7 +100,8 @@ def start_paysign(
     if workers > 1:
         # A supervisor's port answers once one of its workers is ready: wait for the others.
         wait_accepting(proc, workers, log_path)
-    return Target(name, port, api_key, proc, log_path, env=env, email=email)
+    keys = (api_key, *others)
+    return Target(name, port, api_key, proc, log_path, env=env, email=email, load_keys=keys)
 
 
 def start_ceiling(workdir: Path, response_bytes: int) -> Target:

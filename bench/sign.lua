@@ -4,7 +4,8 @@
 --   BENCH_BODY_FILE=body.json BENCH_API_KEY=... \
 --     wrk -t1 -c32 -d8s -s bench/sign.lua http://127.0.0.1:PORT/wallets/signatures
 --
--- BENCH_API_KEY is optional (the ceiling endpoint ignores it).
+-- BENCH_API_KEY is optional (the ceiling endpoint ignores it); several, comma-separated, are
+-- taken in turn.
 
 local function read_file(path)
   local file = assert(io.open(assert(path, "BENCH_BODY_FILE is not set"), "rb"))
@@ -16,9 +17,23 @@ end
 wrk.method = "POST"
 wrk.body = read_file(os.getenv("BENCH_BODY_FILE"))
 wrk.headers["Content-Type"] = "application/json"
-local api_key = os.getenv("BENCH_API_KEY")
-if api_key and api_key ~= "" then
-  wrk.headers["Authorization"] = "Bearer " .. api_key
+-- BENCH_API_KEY may list several keys, comma-separated: each request takes the next one.
+local keys = {}
+for key in string.gmatch(os.getenv("BENCH_API_KEY") or "", "[^,]+") do
+  table.insert(keys, key)
+end
+if #keys == 1 then
+  wrk.headers["Authorization"] = "Bearer " .. keys[1]
+elseif #keys > 1 then
+  local sent = 0
+  request = function()
+    sent = sent + 1
+    local headers = {
+      ["Content-Type"] = "application/json",
+      ["Authorization"] = "Bearer " .. keys[sent % #keys + 1],
+    }
+    return wrk.format(nil, nil, headers, wrk.body)
+  end
 end
 
 local threads = {}

@@ -81,6 +81,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="`paysign serve --workers N` of the multi-process runs (2; 1 skips them)",
     )
     p.add_argument(
+        "--accounts",
+        type=int,
+        default=1,
+        help="accounts the HTTP load pays from, each request the next one's key (1: every "
+        "request locks the same account's spend windows, the worst case; wrk only)",
+    )
+    p.add_argument(
         "--multi-sqlite",
         action=argparse.BooleanOptionalAction,
         default=True,

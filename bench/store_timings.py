@@ -27,12 +27,9 @@ def store_timings(
     from paysign.policy.rules import candidate_hosts, seller_location
     from paysign.services.keys import hash_api_key
     from paysign.store.database import Database
+    from paysign.store.postgres_statements import PostgresStatements, psycopg_style
     from paysign.store.repositories import SignatureRecord
-    from paysign.store.signing_postgres import (
-        PostgresSigningStore,
-        PostgresStatements,
-        psycopg_style,
-    )
+    from paysign.store.signing_postgres import PostgresSigningStore
     from paysign.store.signing_sqlite import SqliteSigningStore
     from paysign.store.signing_statements import SqlStatements
     from paysign.store.signing_store import SigningStore

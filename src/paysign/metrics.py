@@ -74,6 +74,13 @@ BATCH_SIZE = Histogram(
     "Signing requests sharing one database transaction (group commit).",
     buckets=BATCH_SIZE_BUCKETS,
 )
+BATCH_PATHS = Counter(
+    "paysign_group_commit_batches",
+    "PostgreSQL signing batches by how they ran: 'read_ahead' (on the event loop, their reads "
+    "made before they ran), 'threads' (a read not made ahead, or a fault: run again on the "
+    "store's threads).",
+    ["path"],
+)
 SIGNER_FALLBACKS = Counter(
     "paysign_signer_fallbacks",
     "Payments signed by the serving process instead of the signer child: 'not_sent' (a lone "
@@ -137,6 +144,10 @@ def observe_signing(seconds: float) -> None:
 
 def observe_batch(size: int) -> None:
     BATCH_SIZE.observe(size)
+
+
+def batch_ran(path: str) -> None:
+    BATCH_PATHS.labels(path).inc()
 
 
 def signer_fell_back(*, sent_to_child: bool) -> None:

@@ -105,6 +105,10 @@ def test_a_scrape_counts_what_the_signing_endpoint_answered(
     waits = 5 if database_url.startswith("postgresql") else 0
     assert delta(before, after, "paysign_db_pool_wait_seconds_count") == waits
     assert delta(before, after, "paysign_db_pool_timeouts_total") == 0
+    # PostgreSQL ran each on the event loop, its reads made ahead; SQLite has no such path.
+    batches = "paysign_group_commit_batches_total"
+    assert delta(before, after, batches, path="read_ahead") == waits
+    assert delta(before, after, batches, path="threads") == 0
 
 
 def test_every_metric_has_help_text(http: httpx.Client) -> None:

@@ -46,12 +46,15 @@ class Request:
     wrong_key: bool = False
 
 
-def requests(count: int) -> list[Request]:
+KINDS = ["paid"] * 6 + ["denied", "new", "dear", "sandbox", "invalid", "key"]
+
+
+def requests(count: int, kinds: list[str] = KINDS) -> list[Request]:
     """A day of an agent's requests: allowed, denied, new sellers, too dear, sandbox, invalid."""
     pick = random.Random(20261125)
     made = []
     for _ in range(count):
-        kind = pick.choice(["paid"] * 6 + ["denied", "new", "dear", "sandbox", "invalid", "key"])
+        kind = pick.choice(kinds)
         amount = str(pick.choice([10_000, 50_000, 120_000]))
         url = "https://api.example.com/weather"
         network, sandbox = "eip155:8453", False
@@ -191,11 +194,17 @@ def assert_byte_exact(deps: SigningDeps, key: str, batch: list[Request], answers
             assert answer.header == expected.header
 
 
-@pytest.mark.parametrize("count", [150])
+#: Requests whose batches read nothing but what every request reads first: on PostgreSQL they
+#: run on the event loop with their reads made ahead (``store/signing_postgres_async.py``). A
+#: new seller is queued for approval, a read not made ahead: its batch goes to the threads.
+READ_AHEAD_KINDS = [kind for kind in KINDS if kind != "new"]
+
+
+@pytest.mark.parametrize("kinds", [KINDS, READ_AHEAD_KINDS], ids=["all", "read-ahead"])
 def test_the_batched_path_answers_and_records_as_the_plain_one(
-    runtime, signing_store, count
+    runtime, signing_store, kinds
 ) -> None:
-    batch = requests(count)
+    batch = requests(150, kinds)
     plain_account, batched_account = new_account(runtime), new_account(runtime)
     deps = SigningDeps(
         signing_store, runtime.vault, runtime.clock, runtime.registry, new_nonce=counting_nonces(1)
@@ -210,14 +219,19 @@ def test_the_batched_path_answers_and_records_as_the_plain_one(
         warm_up["api_key"],
     )
 
-    def kinds(answers: list[Answer]) -> list[str]:
+    def kinds_of(answers: list[Answer]) -> list[str]:
         return ["signed" if isinstance(a, SignedPayment) else a for a in answers]
 
-    assert kinds(batched) == kinds(plain)
-    assert {"signed", "seller-denied", "allow-pending", "spend-cap-exceeded"} <= set(kinds(plain))
-    assert {"sandbox-network-mismatch", "unauthorized"} <= set(kinds(plain))
+    assert kinds_of(batched) == kinds_of(plain)
+    assert {"signed", "seller-denied", "spend-cap-exceeded"} <= set(kinds_of(plain))
+    assert {"sandbox-network-mismatch", "unauthorized"} <= set(kinds_of(plain))
+    assert ("allow-pending" in kinds_of(plain)) == ("new" in kinds)
+    prefetching = signing_store.prefetching
+    if prefetching is not None:  # PostgreSQL: which batches ran on the event loop
+        assert prefetching.committed > 0
+        assert (prefetching.given_up > 0) == ("new" in kinds)
     assert state_of(runtime, batched_account) == state_of(runtime, plain_account)
     # The child made most of them (a batch's lone payment is signed on the loop).
-    assert by_child >= kinds(batched).count("signed") // 2 > 0
+    assert by_child >= kinds_of(batched).count("signed") // 2 > 0
     assert_byte_exact(deps, plain_account["api_key"], batch, plain)
     assert_byte_exact(deps, batched_account["api_key"], batch, batched)

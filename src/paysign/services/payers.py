@@ -8,7 +8,7 @@ from typing import Protocol
 
 from paysign.services.keys import hash_api_key
 from paysign.store import repositories as repo
-from paysign.store.signing_batch import ReadAhead
+from paysign.store.signing_batch import FirstRead, ReadAhead
 from paysign.store.signing_store import SigningTransaction
 
 
@@ -20,6 +20,11 @@ class HolderLoader(Protocol):
     def lock_order(self) -> bytes:
         """Where the request goes in its batch (``GroupCommitter``'s ``lock_order``): the
         same payer sorts the same in every process."""
+        ...
+
+    def first_read(self, now: int, ahead: ReadAhead) -> FirstRead | None:
+        """What ``__call__`` will ask of the transaction, for a store to read before the
+        batch runs; ``None`` when it cannot be said in advance."""
         ...
 
     def __call__(
@@ -35,6 +40,9 @@ class _ByApiKey:
     def lock_order(self) -> bytes:
         return b"k" + self.key_hash
 
+    def first_read(self, now: int, ahead: ReadAhead) -> FirstRead | None:
+        return FirstRead(self.key_hash, now, ahead)
+
     def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
         return tx.key_holder(self.key_hash, now, ahead)
 
@@ -46,6 +54,9 @@ class _ByAccount:
     @property
     def lock_order(self) -> bytes:
         return b"a" + self.account_id.encode()
+
+    def first_read(self, now: int, ahead: ReadAhead) -> FirstRead | None:
+        return None
 
     def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
         return tx.account_holder(self.account_id)

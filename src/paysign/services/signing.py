@@ -67,7 +67,7 @@ from paysign.services.signing_context import SigningContext, SigningDeps, time_o
 from paysign.services.signing_records import refusal_record, signature_record
 from paysign.store import repositories as repo
 from paysign.store.group_commit import Completion, GroupCommitter
-from paysign.store.signing_batch import ReadAhead
+from paysign.store.signing_batch import FirstRead, ReadAhead
 from paysign.store.signing_store import SigningTransaction
 
 # --- who pays (the loaders are in services/payers.py) ---
@@ -338,13 +338,25 @@ def _lock_order(work: Callable[[SigningContext], SigningOutcome]) -> bytes:
     return work.request.load_holder.lock_order if isinstance(work, SigningWork) else b""
 
 
+def _first_read(work: Callable[[SigningContext], SigningOutcome]) -> FirstRead | None:
+    if not isinstance(work, SigningWork):
+        return None
+    request = work.request
+    return request.load_holder.first_read(request.now, _read_ahead(request))
+
+
 def signing_committer(
     deps: SigningDeps, completion: Completion | None = None
 ) -> GroupCommitter[SigningContext, SigningOutcome]:
     """Group commit over ``deps.store``, each transaction with its ``SigningContext``; a
-    batch's requests run in their payers' order (``HolderLoader.lock_order``)."""
+    batch's requests run in their payers' order (``HolderLoader.lock_order``), their first
+    reads made before it runs where the store can (``HolderLoader.first_read``)."""
     return GroupCommitter(
-        deps.store, partial(SigningContext, deps), completion=completion, lock_order=_lock_order
+        deps.store,
+        partial(SigningContext, deps),
+        completion=completion,
+        lock_order=_lock_order,
+        first_read=_first_read,
     )
 
 

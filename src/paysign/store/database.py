@@ -161,11 +161,11 @@ class Database:
         """Up to ``size`` psycopg connections opened as the engine opens its own (same URL,
         options and adapters), on demand, each checked before it is handed out (``_Checkup``).
         The caller closes the pool."""
-        args, kwargs = self.writer.dialect.create_connect_args(self.writer.url)
+        conninfo, options = self.psycopg_connect_args()
         checkup = _Checkup()
         pool: ConnectionPool[PgConnection] = ConnectionPool(
-            args[0] if args else "",
-            kwargs={**kwargs, **self._psycopg_options, "autocommit": autocommit},
+            conninfo,
+            kwargs={**options, "autocommit": autocommit},
             min_size=0,
             max_size=size,
             check=checkup,
@@ -174,6 +174,11 @@ class Database:
         )
         checkup.pool = pool
         return pool
+
+    def psycopg_connect_args(self) -> tuple[str, dict[str, Any]]:
+        """What psycopg needs to connect as the engine does: the conninfo and the options."""
+        args, kwargs = self.writer.dialect.create_connect_args(self.writer.url)
+        return (args[0] if args else ""), {**kwargs, **self._psycopg_options}
 
     def on_dispose(self, close: Callable[[], None]) -> None:
         """Run ``close`` when the database is disposed (connections opened beside the engine)."""

@@ -56,6 +56,7 @@ from paysign.store.spend_totals import (
 __all__ = [
     "BatchTransaction",
     "CapHit",
+    "FirstRead",
     "FirstReads",
     "HourTotal",
     "ReadAhead",
@@ -74,6 +75,16 @@ class ReadAhead:
 
     hosts: Sequence[str] = ()
     windows: tuple[Window, Window] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FirstRead:
+    """A request's first call on its transaction, known before the batch runs: the holder of
+    the API key hashed ``key_hash`` at ``now``, and what it reads next (``ahead``)."""
+
+    key_hash: bytes
+    now: int
+    ahead: ReadAhead
 
 
 #: The holder, their rules on the read-ahead's hosts and, when the store locked them with the

@@ -78,6 +78,17 @@ ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.sp
 RETURNING "window", spent
 """  # noqa: S608 - interpolates this module's own text only
 
+# The account's hourly window, locked (created at 0) when their policy sets an hourly cap: no
+# row otherwise. Sent after LOCK_WINDOWS_OF_KEY, in the order a reservation locks them.
+LOCK_HOUR_OF_KEY = f"""
+INSERT INTO spend_windows (account_id, "window", start, spent)
+SELECT k.account_id, 'hourly', :hour_start, 0
+FROM api_keys k JOIN policies p ON p.account_id = k.account_id
+WHERE {_LIVE_KEY} AND p.cap_hourly IS NOT NULL
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+RETURNING spent
+"""  # noqa: S608 - interpolates this module's own text only
+
 # The guard repeats the caps the batch checked: the database itself never lets a cap pass.
 ADD_SPEND = """
 UPDATE spend_windows SET spent = spent + :amount
@@ -130,6 +141,27 @@ ON CONFLICT (account_id, host, path, "window", start)
 DO UPDATE SET spent = seller_spend_windows.spent
 RETURNING "window", spent
 """
+
+
+@lru_cache(maxsize=64)
+def lock_budget_windows_of_key_sql(host_count: int) -> str:
+    """LOCK_SELLER_WINDOWS for every allow rule with a budget the key's holder has on one of
+    ``host_count`` hosts: each rule's two windows locked (created at 0), with the rule."""
+    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    return (
+        'INSERT INTO seller_spend_windows (account_id, host, path, "window", start, spent)\n'
+        "SELECT r.account_id, r.host, r.path, w.name, w.start, 0\n"
+        "FROM api_keys k JOIN policy_rules r ON r.account_id = k.account_id\n"
+        "CROSS JOIN (VALUES ('daily', CAST(:day_start AS BIGINT)),"
+        " ('monthly', CAST(:month_start AS BIGINT))) AS w (name, start)\n"
+        f"WHERE {_LIVE_KEY} AND r.kind = 'allow' AND r.host IN ({placeholders})\n"
+        "AND (r.cap_daily IS NOT NULL OR r.cap_monthly IS NOT NULL)\n"
+        'ORDER BY r.host, r.path, w.name\n'
+        'ON CONFLICT (account_id, host, path, "window", start)\n'
+        "DO UPDATE SET spent = seller_spend_windows.spent\n"
+        'RETURNING host, path, "window", spent\n'
+    )
+
 
 # As ADD_SPEND, for an allow rule's budget windows: the database guards the rule's caps too.
 ADD_SELLER_SPEND = """

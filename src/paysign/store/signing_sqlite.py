@@ -34,6 +34,7 @@ class SqliteSigningStore:
 
     inline = True
     executor: Executor | None = None
+    prefetching = None
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRe
 from paysign.store.signing_batch import FirstReads, HourTotal, ReadAhead, SellerTotal, SpendTotal
 
 
-def _holder(row: Sequence[Any] | None) -> KeyHolder | None:
+def holder_from_row(row: Sequence[Any] | None) -> KeyHolder | None:
     if row is None:
         return None
     return KeyHolder(
@@ -36,7 +36,7 @@ def holder_with_grants(rows: Sequence[Sequence[Any]]) -> tuple[KeyHolder | None,
     if not rows:
         return None, []
     grants = [_grant(*row[-5:]) for row in rows if row[-5]]
-    return _holder(rows[0]), grants
+    return holder_from_row(rows[0]), grants
 
 
 def _grant(kind: Any, host: str, path: str, daily: int | None, monthly: int | None) -> Grant:
@@ -107,7 +107,7 @@ class SqlStatements(PendingStatements):
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
         self._cur.execute(self._sql(sql.KEY_HOLDER), {"key_hash": key_hash, "now": now})
-        return _holder(self._cur.fetchone())
+        return holder_from_row(self._cur.fetchone())
 
     def first_reads(self, key_hash: bytes, now: int, ahead: ReadAhead) -> FirstReads:
         """Here without the windows: in process, the first reservation's own upsert costs
@@ -125,7 +125,7 @@ class SqlStatements(PendingStatements):
 
     def account_holder(self, account_id: str) -> KeyHolder | None:
         self._cur.execute(self._sql(sql.ACCOUNT_HOLDER), {"account_id": account_id})
-        return _holder(self._cur.fetchone())
+        return holder_from_row(self._cur.fetchone())
 
     def grants(self, account_id: str, hosts: Sequence[str]) -> list[Grant]:
         names = {f"h{i}": host for i, host in enumerate(hosts)}

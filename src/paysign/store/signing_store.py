@@ -18,10 +18,10 @@ a cap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from paysign.policy.caps import Caps, Window
 from paysign.policy.decide import Grant
@@ -31,7 +31,7 @@ from paysign.store.database import Database
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
-from paysign.store.signing_batch import CapHit, ReadAhead
+from paysign.store.signing_batch import BatchTransaction, CapHit, FirstRead, ReadAhead
 from paysign.store.signing_postgres import SIGNING_CONNECTIONS, PostgresSigningStore
 from paysign.store.signing_sqlite import SqliteSigningStore
 
@@ -76,11 +76,29 @@ class SigningTransaction(Protocol):
     def record_refusal(self, refusal: RefusalRecord) -> None: ...
 
 
+R = TypeVar("R")
+
+
+class PrefetchingBatches(Protocol):
+    """Runs a batch whose first reads are known before it runs, on the event loop, with no
+    wait but on the database's answers (``signing_postgres_async``)."""
+
+    async def run(self, reads: Sequence[FirstRead], batch: Callable[[BatchTransaction], R]) -> R:
+        """``batch(tx)``'s result once committed; raises, having committed nothing, when the
+        batch asks for a read not in ``reads`` or anything else fails."""
+        ...
+
+
 class SigningStore(Protocol):
     #: True when calls are short enough to make on the event loop itself (SQLite in-process).
     inline: bool
     #: Where the calls run when they are not inline.
     executor: Executor | None
+
+    @property
+    def prefetching(self) -> PrefetchingBatches | None:
+        """Where a batch whose first reads are known may run instead, when the store can."""
+        ...
 
     def transaction(self) -> AbstractContextManager[SigningTransaction]:
         """Commits when the block ends normally, rolls back when it raises."""

@@ -20,7 +20,7 @@ import sqlite3
 import psycopg
 import sqlalchemy.exc
 
-from paysign.store.signing_postgres import DatabaseUnreachable
+from paysign.store.postgres_reachability import DatabaseUnreachable
 
 #: SQLite's primary result codes for a database that cannot be used now (and may be soon):
 #: locked past the busy timeout, an I/O error, a full disk, a file that cannot be opened.
