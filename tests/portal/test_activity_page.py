@@ -158,7 +158,7 @@ def test_each_filter_narrows_the_list(
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"decision": "approved"}, "“decision” must be signed, refused or withdrawn."),
+        ({"decision": "approved"}, "“decision” must be signed, refused, withdrawn or delivery."),
         ({"network": "ethereum"}, "“network” must be Base or Base Sepolia."),
         ({"sandbox": "maybe"}, "“sandbox” must be yes or no."),
         ({"from": "2026-13-01"}, "“from” must be a date like 2026-01-31 (UTC)."),
@@ -209,6 +209,13 @@ def test_csv_export_has_every_matching_row_guarded_against_formulas(
         "detail",
         "pay_to",
         "transaction",
+        "by",
+        "step_up",
+        "step_up_utc",
+        "target",
+        "event",
+        "attempts",
+        "last_result",
     ]
     body = table[1:]
     assert len(body) == 1_031
@@ -300,6 +307,10 @@ def test_each_payment_shows_whether_it_moved_money_and_filters_and_exports_by_it
     [
         ({"status": "paid"}, "“status” must be awaiting, settled or expired."),
         ({"status": "settled", "decision": "refused"}, "A refusal has no settlement status"),
+        (
+            {"status": "awaiting", "decision": "delivery"},
+            "A notification delivery has no settlement status",
+        ),
     ],
 )
 def test_a_bad_status_filter_is_a_clear_400(

@@ -1,4 +1,5 @@
-"""The activity list: every signature and refusal, filtered, a page at a time, and as CSV.
+"""The activity list: every signature, refusal, withdrawal and notification delivery, filtered,
+a page at a time, and as CSV.
 
 Filters travel in the query string (a GET that changes nothing needs no CSRF token), so a
 filtered page, its "older"/"newer" links and its CSV export are plain links. Every value is
@@ -28,6 +29,12 @@ PAGE_SIZE = 50
 DAY = 86_400
 NETWORKS = [("eip155:8453", "Base"), ("eip155:84532", "Base Sepolia")]
 FILTER_FIELDS = ("decision", "status", "seller", "network", "sandbox", "from", "to")
+DECISION_CHOICES = [
+    ("signed", "Signed only"),
+    ("refused", "Refused only"),
+    ("withdrawn", "Withdrawn only"),
+    ("delivery", "Notification deliveries only"),
+]
 SETTLEMENTS = [
     ("awaiting", "Awaiting settlement"),
     ("settled", "Settled"),
@@ -65,13 +72,17 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     """
     form = {name: params.get(name, "").strip() for name in FILTER_FIELDS}
     decision = form["decision"]
-    if decision not in ("", "signed", "refused", "withdrawn"):
-        raise BadFilter("“decision” must be signed, refused or withdrawn.")
+    if decision not in ("", *_DECISIONS):
+        raise BadFilter("“decision” must be signed, refused, withdrawn or delivery.")
     status = form["status"]
     if status not in ("", *activity.STATUS_OF_SETTLEMENT):
         raise BadFilter("“status” must be awaiting, settled or expired.")
     if status and decision == "refused":
         raise BadFilter("A refusal has no settlement status: choose a status or refusals.")
+    if status and decision == "delivery":
+        raise BadFilter(
+            "A notification delivery has no settlement status: choose a status or deliveries."
+        )
     seller = form["seller"]
     if len(seller) > MAX_SELLER_FILTER or not seller.isprintable():
         raise BadFilter(
@@ -103,7 +114,12 @@ def parse_filters(params: Mapping[str, str]) -> tuple[ActivityFilters, dict[str,
     return filters, form
 
 
-_DECISIONS: dict[str, Kind] = {"signed": "signed", "refused": "refused", "withdrawn": "withdrawn"}
+_DECISIONS: dict[str, Kind] = {
+    "signed": "signed",
+    "refused": "refused",
+    "withdrawn": "withdrawn",
+    "delivery": "delivery",
+}
 
 
 def _cursor(params: Mapping[str, str], name: str) -> Cursor | None:
@@ -137,6 +153,7 @@ class ActivityPages:
             title="Activity",
             form=form,
             networks=NETWORKS,
+            decisions=DECISION_CHOICES,
             settlements=SETTLEMENTS,
             csv_link=_link("/activity.csv", form),
             **context,

@@ -1,13 +1,16 @@
-"""The account's audit trail: every signature, every refusal and every withdrawal, newest first.
+"""The account's audit trail: every signature, refusal, withdrawal and notification delivery,
+newest first.
 
 Each entry says what was decided (``signed`` or ``refused``), why (the problem slug of a
 refusal), and which rule or switch decided it, so the holder can see what their agent did; a
-``withdrawn`` entry is USDC the holder sent out (the address as ``payTo``, its transaction,
-and how it was confirmed in ``detail``); a
-signature also says whether it moved money: ``settled`` (with its transaction), ``expired``
-(unused, its spend given back) or ``awaiting`` settlement until its ``validBefore``.
-The rows are read by the database a page at a time (``store.activity_repo``): an account with
-a million signatures costs one page, not a million rows in memory.
+``withdrawn`` entry is USDC the holder sent out (who, the address as ``payTo``, its
+transaction, and the fresh authenticator code that confirmed it); a ``delivery`` is one
+notification sent to one target (the target — a webhook's URL never with its credentials —,
+the event, ``delivered``, ``retrying``, ``pending`` or ``failed``, the attempts and what the
+last one met). A signature also says whether it moved money: ``settled`` (with its
+transaction), ``expired`` (unused, its spend given back) or ``awaiting`` settlement until its
+``validBefore``. The rows are read by the database a page at a time (``store.activity_repo``):
+an account with a million signatures costs one page, not a million rows in memory.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from paysign.policy.caps import iso
 from paysign.protocol.usdc import format_usdc
 from paysign.services.accounts import require_account
 from paysign.store import activity_repo
+from paysign.store.activity_outbound import FRESH_CODE_DETAIL
 
 # The portal's activity pages build filters and page cursors with these.
 from paysign.store.activity_repo import MAX_SELLER_FILTER as MAX_SELLER_FILTER
@@ -48,8 +52,16 @@ CSV_COLUMNS = (
     "reason",
     "rule",
     "detail",
-    "pay_to",  # appended, so that exports read by column position keep working
+    # Appended, each in its turn, so that exports read by column position keep working.
+    "pay_to",
     "transaction",
+    "by",  # a withdrawal's: the holder's email
+    "step_up",  # a withdrawal's: how it was confirmed
+    "step_up_utc",  # when the code was verified (empty on withdrawals older than that record)
+    "target",  # a delivery's: the webhook (without credentials) or the email address
+    "event",
+    "attempts",
+    "last_result",  # the last attempt's error (an HTTP status or a reason); empty when none
 )
 
 
@@ -60,6 +72,23 @@ def transaction_url(row: ActivityRow) -> str | None:
     if row.sandbox or explorer is None or not row.settled_tx:
         return None
     return explorer + row.settled_tx
+
+
+def delivery_status(row: ActivityRow) -> str:
+    """``delivered``, ``failed`` (no attempt left), ``retrying`` (failed, another attempt to
+    come) or ``pending`` (not tried yet), from the stored status and the attempts made."""
+    if row.status == "pending":
+        return "retrying" if row.attempts else "pending"
+    return row.status or ""
+
+
+def step_up(row: ActivityRow) -> str:
+    """How a withdrawal was confirmed, for the export's ``step_up`` column."""
+    return "authenticator code" if row.detail == FRESH_CODE_DETAIL else "none"
+
+
+def _iso_or_none(moment: int | None) -> str | None:
+    return iso(moment) if moment is not None else None
 
 
 def entry_of(row: ActivityRow) -> dict[str, Any]:
@@ -79,6 +108,22 @@ def entry_of(row: ActivityRow) -> dict[str, Any]:
             "transaction": row.settled_tx,
             "transactionUrl": transaction_url(row),
             "detail": row.detail,
+            "by": row.by,
+            "stepUp": step_up(row),
+            "stepUpAt": _iso_or_none(row.code_verified_at),
+        }
+    elif row.kind == "delivery":
+        entry |= {
+            "network": None,
+            "sandbox": None,
+            "status": delivery_status(row),
+            "targetKind": row.target_kind,
+            "target": row.target,
+            "event": row.event,
+            "attempts": row.attempts,
+            "lastResult": row.last_error,
+            "deliveredAt": _iso_or_none(row.delivered_at),
+            "nextAttemptAt": _iso_or_none(row.next_attempt_at),
         }
     elif row.kind == "signed":
         entry |= {
@@ -183,7 +228,40 @@ def csv_cell(text: str) -> str:
 def _csv_status(row: ActivityRow) -> str:
     if row.kind == "signed":
         return SETTLEMENT_OF_STATUS.get(row.status or "", "")
+    if row.kind == "delivery":
+        return delivery_status(row)
     return row.status or "" if row.kind == "withdrawn" else ""
+
+
+def _csv_cells(row: ActivityRow) -> list[str]:
+    """One row's cells in ``CSV_COLUMNS`` order; every text that did not come from this
+    service's own vocabulary goes through :func:`csv_cell`."""
+    delivery = row.kind == "delivery"
+    withdrawn = row.kind == "withdrawn"
+    # A test or a key's expiry is about no payment: no amount rather than a made-up zero.
+    no_amount = delivery and not row.seller_host
+    return [
+        iso(row.created_at),
+        row.kind,
+        csv_cell(row.seller),
+        # Six decimals on every row: a spreadsheet reads them all as one format.
+        "" if no_amount else format_usdc(row.amount, fixed=True),
+        csv_cell(row.network),
+        "" if delivery else "true" if row.sandbox else "false",
+        _csv_status(row),
+        csv_cell(row.reason or ""),
+        csv_cell(row.rule or ""),
+        csv_cell(row.detail or ""),
+        csv_cell(row.pay_to or ""),
+        csv_cell(row.settled_tx or ""),
+        csv_cell(row.by or ""),
+        step_up(row) if withdrawn else "",
+        iso(row.code_verified_at) if row.code_verified_at is not None else "",
+        csv_cell(row.target or ""),
+        csv_cell(row.event or ""),
+        str(row.attempts) if row.attempts is not None else "",
+        csv_cell(row.last_error or ""),
+    ]
 
 
 def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
@@ -201,21 +279,5 @@ def csv_chunks(batches: Iterator[list[ActivityRow]]) -> Iterator[str]:
     yield flush()
     for rows in batches:
         for row in rows:
-            writer.writerow(
-                [
-                    iso(row.created_at),
-                    row.kind,
-                    csv_cell(row.seller),
-                    # Six decimals on every row: a spreadsheet reads them all as one format.
-                    format_usdc(row.amount, fixed=True),
-                    csv_cell(row.network),
-                    "true" if row.sandbox else "false",
-                    _csv_status(row),
-                    csv_cell(row.reason or ""),
-                    csv_cell(row.rule or ""),
-                    csv_cell(row.detail or ""),
-                    csv_cell(row.pay_to or ""),
-                    row.settled_tx or "",
-                ]
-            )
+            writer.writerow(_csv_cells(row))
         yield flush()

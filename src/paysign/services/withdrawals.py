@@ -5,7 +5,9 @@ used in this process and dropped); the sandbox treasury, or on Base mainnet the 
 relayer, submits it and pays the gas. Every check that needs no code comes first, so a refused
 withdrawal spends no authenticator code; then a fresh, unused code (the step-up every money
 moving change asks for); then the withdrawal is recorded before it is submitted, so the audit
-trail has it whatever the chain answers.
+trail has it whatever the chain answers. One whose outcome this request never learns (the chain
+answered "pending", or the process died) is settled later from the chain by the reconciler
+(``services.withdrawal_reconcile``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def withdraw(
     ``WithdrawalPending`` (submitted, not yet confirmed)."""
     plan, holder, chain = _plan(deps, account_id, network, to_text, amount_text)
     deps.credentials.fresh_code(account_id, code)
+    code_verified_at = deps.clock.now()
     try:
         valid_before = chain.block_time() + VALID_SECONDS
     except ChainError as exc:
@@ -106,7 +109,9 @@ def withdraw(
             to_address=plan.to_address,
             amount=plan.amount,
             nonce=authorization.nonce,
+            valid_before=valid_before,
             fresh_code=True,
+            code_verified_at=code_verified_at,
         )
     try:
         receipt = chain.relay_transfer(authorization)

@@ -54,13 +54,19 @@ notification_deliveries = sa.Table(
     sa.Column("id", sa.String(40), primary_key=True),  # the webhook-id ("msg_...")
     sa.Column("outbox_id", sa.ForeignKey("notification_outbox.id"), nullable=False),
     sa.Column("target_id", sa.ForeignKey("notification_targets.id"), nullable=False),
-    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False, index=True),
+    sa.Column("account_id", sa.ForeignKey("accounts.id"), nullable=False),
     sa.Column("status", sa.String(16), nullable=False),  # "pending", "delivered", "failed"
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("last_error", sa.String(500), nullable=True),
     sa.Column("next_attempt_at", sa.BigInteger, nullable=True),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("delivered_at", sa.BigInteger, nullable=True),
+)
+# The account's deliveries newest first: the notifications page and the activity read them so.
+sa.Index(
+    "ix_notification_deliveries_account_created",
+    notification_deliveries.c.account_id,
+    notification_deliveries.c.created_at,
 )
 sa.Index(
     "ix_notification_deliveries_status_next",
@@ -72,7 +78,9 @@ sa.Index(
 
 # USDC the holder sent out of the custodial wallet: recorded before the transfer is submitted
 # (``submitting``), then ``sent`` with its transaction, or ``failed`` (nothing moved) or
-# ``pending`` (submitted, its fate unknown). ``fresh_code``: an authenticator code was spent.
+# ``pending`` (submitted, its fate unknown), until the reconciler reads its fate from the chain.
+# ``fresh_code``: an authenticator code was spent. ``valid_before``: the authorization's, in chain
+# time (NULL on rows older than the column).
 withdrawals = sa.Table(
     "withdrawals",
     metadata,
@@ -88,5 +96,9 @@ withdrawals = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("transaction_hash", sa.String(66), nullable=True),
     sa.Column("fresh_code", sa.Boolean, nullable=False),
+    sa.Column("valid_before", sa.BigInteger, nullable=True),
+    # When the fresh code was verified (NULL on rows older than the column).
+    sa.Column("code_verified_at", sa.BigInteger, nullable=True),
 )
 sa.Index("ix_withdrawals_account", withdrawals.c.account_id, withdrawals.c.created_at)
+sa.Index("ix_withdrawals_status", withdrawals.c.status, withdrawals.c.network, withdrawals.c.id)
