@@ -28,7 +28,7 @@ def open_policy(env: dict[str, str], email: str, workdir: Path) -> None:
     if b"set-policy" not in admin_help(env):
         note = "no policy layer in this tree"
     else:
-        policy_file = workdir / "policy.json"
+        policy_file = workdir / f"policy-{email}.json"  # accounts may be made in parallel
         policy_file.write_text(json.dumps(BENCH_POLICY))
         admin(env, "set-policy", "--email", email, "--file", str(policy_file))
         note = (

@@ -109,8 +109,9 @@ def measure_http(args: argparse.Namespace, workdir: Path) -> HttpRun:
 
         profile_text = None
         if args.profile > 0:
-            log(f"profiling sqlite server with py-spy for {args.profile:g} s")
-            profile_text = profile(targets[0], args, body_file, loadgen, workdir)
+            profiled = next((t for t in targets if t.name == args.profile_target), targets[0])
+            log(f"profiling {profiled.name} server with py-spy for {args.profile:g} s")
+            profile_text = profile(profiled, args, body_file, loadgen, workdir)
         breakdown_text = None
         if args.cpu_breakdown > 0:
             breakdown_text = breakdown(ceiling, targets[0], args, body_file, loadgen, workdir)
@@ -150,7 +151,8 @@ def report_run(
     report_http(run.targets, run.ceiling, run.loadgen_desc, args)
     report_sequential(run.seq, run.httpx_p50, by, args.sequential)
     if run.profile_text:
-        print(f"\n### Profile of our SQLite server under load (py-spy, {args.profile:g} s)\n")
+        seconds = f"{args.profile:g} s"
+        print(f"\n### Profile of our {args.profile_target} server under load (py-spy, {seconds})\n")
         print(run.profile_text)
     if run.breakdown_text:
         print(f"\n### Server CPU by library (perf, {args.cpu_breakdown:g} s of load each)\n")

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,9 @@ def start_paysign(
     data_dir.mkdir(mode=0o700)
     env = {**paysign_env(data_dir, database_url), **(extra_env or {})}
     email, api_key = bench_account(env, workdir)
-    others = [bench_account(env, workdir)[1] for _ in range(accounts - 1)]
+    with ThreadPoolExecutor(8) as pool:  # each is three `paysign admin` processes
+        made = list(pool.map(lambda _: bench_account(env, workdir), range(accounts - 1)))
+    others = [api_key for _, api_key in made]
     port = free_port()
     log_path = workdir / f"{name}.log"
     cmd = [*paysign_cmd(), "serve", "--host", HOST, "--port", str(port)]

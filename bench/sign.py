@@ -151,7 +151,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="after the measurements, sample our SQLite server with py-spy under load",
+        help="after the measurements, sample one of our servers with py-spy under load",
+    )
+    p.add_argument(
+        "--profile-target",
+        default="sqlite",
+        help="the server --profile samples: sqlite (default), postgres, or a multi-process "
+        "run's name",
     )
     p.add_argument("--profile-top", type=int, default=15)
     p.add_argument(

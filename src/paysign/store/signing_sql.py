@@ -156,7 +156,7 @@ def lock_budget_windows_of_key_sql(host_count: int) -> str:
         " ('monthly', CAST(:month_start AS BIGINT))) AS w (name, start)\n"
         f"WHERE {_LIVE_KEY} AND r.kind = 'allow' AND r.host IN ({placeholders})\n"
         "AND (r.cap_daily IS NOT NULL OR r.cap_monthly IS NOT NULL)\n"
-        'ORDER BY r.host, r.path, w.name\n'
+        "ORDER BY r.host, r.path, w.name\n"
         'ON CONFLICT (account_id, host, path, "window", start)\n'
         "DO UPDATE SET spent = seller_spend_windows.spent\n"
         'RETURNING host, path, "window", spent\n'
