@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import sha3
 
 from conftest import free_port
 from paysign.chain.devchain import USDC_ADDRESS, find_anvil
@@ -51,3 +52,15 @@ def base_mainnet_chain(sandbox_rpc_url: str) -> Iterator[str]:
     finally:
         chain.terminate()
         chain.wait(timeout=_START_SECONDS)
+
+
+#: The dev chain's TestUSDC storage: slot 0 owner, 1 totalSupply, 2 the balances mapping.
+BALANCES_SLOT = 2
+
+
+def set_usdc_balance(url: str, owner: bytes, amount: int) -> None:
+    """Write ``_balances[owner]`` of the token at Base's USDC address on ``url`` (a
+    ``base_mainnet_chain``): its slot is keccak256(owner word ++ mapping slot word)."""
+    word = owner.rjust(32, b"\0") + BALANCES_SLOT.to_bytes(32, "big")
+    slot = "0x" + sha3.keccak_256(word).hexdigest()
+    rpc(url, "anvil_setStorageAt", [BASE_MAINNET_USDC, slot, "0x" + f"{amount:064x}"])

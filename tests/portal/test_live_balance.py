@@ -11,9 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-import sha3
 
-from anvil_support import base_mainnet_chain, rpc
+from anvil_support import base_mainnet_chain, set_usdc_balance
 from conftest import FrozenClock, LiveServer, free_port
 from paysign.bootstrap import Runtime
 from paysign.chain.balances import LiveUsdc
@@ -22,15 +21,6 @@ from paysign.protocol import parse_address
 from paysign.services import accounts
 
 from .conftest import signed_in
-
-# TestUSDC's storage: slot 0 owner, 1 totalSupply, 2 the balances mapping.
-BALANCES_SLOT = 2
-
-
-def balance_slot(owner: bytes) -> str:
-    """Solidity's slot of ``_balances[owner]``: keccak256(owner word ++ slot word)."""
-    word = owner.rjust(32, b"\0") + BALANCES_SLOT.to_bytes(32, "big")
-    return "0x" + sha3.keccak_256(word).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +48,7 @@ def test_the_balance_on_base_is_read_from_the_chain(
 ) -> None:
     owner = parse_address(holder.wallet_address)
     amount = 12_345_678  # 12.345678 USDC
-    rpc(
-        base_chain,
-        "anvil_setStorageAt",
-        [BASE_MAINNET_USDC, balance_slot(owner), "0x" + amount.to_bytes(32, "big").hex()],
-    )
+    set_usdc_balance(base_chain, owner, amount)
     live = dataclasses.replace(
         runtime, live_usdc=LiveUsdc(base_chain, usdc=parse_address(BASE_MAINNET_USDC))
     )
