@@ -17,6 +17,7 @@ is not ours to change, and sockets hold no data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -104,3 +105,15 @@ def _refuse_unless_ours(path: Path, st: os.stat_result, mode: int, data_dir: Pat
             f"directory holds wallet keys and the database. Fix it with: chown -R {uid} "
             f"{data_dir} (or chmod 700 its directories and chmod 600 its files)"
         )
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a file just renamed or created in ``directory`` survive a power loss: the file's
+    own fsync does not cover its name. Some platforms cannot fsync a directory; the file itself
+    is synced already, so that is not an error."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

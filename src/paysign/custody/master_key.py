@@ -23,7 +23,6 @@ re-wraps every sealed secret with ``EnvelopeVault.rewrap``); then drop the old k
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import secrets
 import stat
@@ -33,6 +32,7 @@ from typing import Final
 
 from paysign.config import Settings
 from paysign.custody.vault import KEY_BYTES, EnvelopeVault, ExternalKek
+from paysign.datadir import fsync_directory
 
 MASTER_KEY_FILENAME: Final = "master.key"
 
@@ -178,16 +178,6 @@ def _create_key_file(path: Path) -> None:
             return  # Another process won; its key is the key.
         # Losing this key after a crash would lose every wallet sealed under it: make the new
         # directory entry durable before anything gets sealed.
-        _fsync_directory(directory)
+        fsync_directory(directory)
     finally:
         os.unlink(temporary)
-
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        # Some platforms cannot fsync a directory; the file itself is already synced.
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from paysign.datadir import fsync_directory
 from paysign.store.sealed_repo import REQUIRED_COLUMNS, kek_ids
 
 # How long the copy waits for a lock the service holds (its checkpoints, a schema change).
@@ -48,7 +49,7 @@ def copy_database(source: Path, dest: Path) -> None:
         _fsync(temporary)
         # link(): atomic, and refuses a name that appeared meanwhile.
         os.link(temporary, dest)
-    _fsync_directory(dest.parent)
+    fsync_directory(dest.parent)
 
 
 def check_backup(path: Path) -> None:
@@ -109,14 +110,5 @@ def _fsync(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
     finally:
         os.close(descriptor)
