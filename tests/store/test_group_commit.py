@@ -11,6 +11,7 @@ from collections.abc import Callable
 import coincurve
 import pytest
 import sqlalchemy as sa
+from structlog.testing import capture_logs
 
 from conftest import signature_body
 from paysign.custody.child_signer import ChildSigner
@@ -180,8 +181,12 @@ def test_connections_closed_by_the_server_cost_no_request(deps, runtime, account
     with runtime.db.write() as conn:
         for pid in pids:  # only this store's own connections
             conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
-    outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
+    with capture_logs() as logged:
+        outcomes = asyncio.run(run_all(committer, [work_for(deps, account) for _ in range(8)]))
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    # The batch on the loop met the dead connection, said so, and went to the threads.
+    failed = [e for e in logged if e["event"] == "read_ahead_batch_failed"]
+    assert failed and all(e["error"] == "OperationalError" for e in failed)
 
 
 class CountingVault:

@@ -38,6 +38,7 @@ import structlog
 
 from paysign.metrics import batch_ran, observe_batch
 from paysign.store.signing_batch import FirstRead
+from paysign.store.signing_prefetch import NotPrefetched
 from paysign.store.signing_store import PrefetchingBatches, SigningStore, SigningTransaction
 
 log = structlog.get_logger("paysign.store")
@@ -160,8 +161,11 @@ class GroupCommitter(Generic[C, T]):
                 )
                 batch_ran("read_ahead")
                 return outcomes
-            except Exception:  # noqa: S110 - the threads run it again, and keep each error
+            except NotPrefetched:  # expected: a read the batch could not make ahead
                 pass
+            except Exception as exc:  # a fault: the threads run it again, and keep each error
+                # The type only: a driver's message may quote the values of a row.
+                log.warning("read_ahead_batch_failed", error=type(exc).__name__)
         batch_ran("threads")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._store.executor, self.run_batch, works)
