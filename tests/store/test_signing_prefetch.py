@@ -13,7 +13,7 @@ import pytest
 
 from conftest import new_account, signature_body
 from paysign.errors import SpendCapExceeded
-from paysign.policy.caps import Caps, day_window, windows_at
+from paysign.policy.caps import Caps, windows_at
 from paysign.policy.decide import Grant, PolicySettings
 from paysign.policy.rules import Rule
 from paysign.protocol import PreparedPayment
@@ -30,6 +30,7 @@ from paysign.store.signing_prefetch import (
     planned_reads,
 )
 from paysign.store.signing_store import signing_store_for
+from read_ahead_support import burst, prefetching_deps, set_caps, spent_today, work
 
 NOW = 1_790_000_000
 DAY, MONTH = windows_at(NOW)
@@ -133,25 +134,7 @@ def test_a_reservation_is_checked_against_the_locked_windows_and_written_later()
 
 @pytest.fixture
 def deps(runtime, signing_store) -> SigningDeps:
-    if signing_store.prefetching is None:
-        pytest.skip("only PostgreSQL's batches run with their reads made ahead")
-    return SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
-
-
-def work(deps: SigningDeps, account: dict[str, str], *, amount: int = 10_000):
-    body = signature_body(amount=str(amount))
-    return signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False)
-
-
-def set_caps(runtime, account: dict[str, str], **caps: int | None) -> None:
-    document = policy.get_policy(runtime.db, email=account["email"])
-    document["caps"] = {"perPayment": None, **caps}
-    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=document)
-
-
-def spent_today(runtime, account: dict[str, str]) -> int:
-    with runtime.db.read() as conn:
-        return policy_repo.spent_in(conn, account["account_id"], day_window(runtime.clock.now()))
+    return prefetching_deps(runtime, signing_store)
 
 
 def test_batches_racing_on_one_account_from_two_stores_never_pass_its_cap(
@@ -204,15 +187,6 @@ def test_the_event_loop_runs_on_while_a_batch_waits_for_a_lock(deps, runtime, ac
     assert isinstance(outcome, PreparedPayment)
     assert deps.store.prefetching.committed == 2
     assert spent_today(runtime, account) == 2 * 10_000
-
-
-def burst(deps: SigningDeps, account: dict[str, str], count: int) -> list[object]:
-    committer = signing_committer(deps)
-
-    async def together() -> list[object]:
-        return await asyncio.gather(*(committer.run(work(deps, account)) for _ in range(count)))
-
-    return asyncio.run(together())
 
 
 def test_an_hourly_cap_is_read_ahead_and_holds(deps, runtime) -> None:

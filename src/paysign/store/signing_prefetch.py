@@ -22,9 +22,11 @@ from paysign.policy.caps import Window, hour_window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
+from paysign.store import signing_sql as sql
 from paysign.store.postgres_statements import PostgresStatements, psycopg_style
-from paysign.store.repositories import KeyHolder
+from paysign.store.repositories import KeyHolder, SignatureRecord
 from paysign.store.signing_batch import FirstRead, FirstReads, ReadAhead, SpendTotal
+from paysign.store.signing_statements import signature_row
 
 
 class NotPrefetched(Exception):
@@ -34,12 +36,15 @@ class NotPrefetched(Exception):
 @dataclass(frozen=True, slots=True)
 class PlannedRead:
     """One payer's reads at one moment, for every request of the batch that starts with them:
-    the rules on all their hosts, and the windows when any of them is a live payment."""
+    the rules on all their hosts, and the windows when any of them is a live payment (the
+    hour's and the allow rules' budgets' too, unless ``hour`` or ``budgets`` is off)."""
 
     key_hash: bytes
     now: int
     hosts: tuple[str, ...]
     windows: tuple[Window, Window] | None
+    hour: bool = True
+    budgets: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,11 @@ class PrefetchedStatements(PostgresStatements):
                 return None
         self.add_spend(total)
         return day_spent + total.amount, month_spent + total.amount
+
+    def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
+        """One statement for them all, whatever their number: it goes with the other writes."""
+        columns = [list(column) for column in zip(*map(signature_row, records), strict=True)]
+        self.writes.execute(psycopg_style(sql.INSERT_SIGNATURES_FROM_ARRAYS), columns)
 
     def account_holder(self, account_id: str) -> KeyHolder | None:
         raise NotPrefetched("a payer by account")

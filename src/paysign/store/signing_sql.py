@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from paysign.store.repositories import SIGNATURE_COLUMNS
+from paysign.store.schema import signatures
 
 _HOLDER_COLUMNS = """k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
        p.approval, p.premium, p.standard, p.open_ecosystem,
@@ -188,6 +189,23 @@ INSERT_SIGNATURE = (
 )
 
 COPY_SIGNATURES = f"COPY signatures ({_SIGNATURE_COLUMN_LIST}) FROM STDIN"
+
+
+# PostgreSQL casts each on assignment to the column's own type (VARCHAR(n), SMALLINT...).
+_ARRAY_OF = {str: "TEXT[]", int: "BIGINT[]", bytes: "BYTEA[]", bool: "BOOLEAN[]"}
+
+
+def _array_of(column: str) -> str:
+    return _ARRAY_OF[signatures.c[column].type.python_type]
+
+
+# A batch's signatures in one statement (PostgreSQL), each column as an array: unlike COPY,
+# it can go in the same flush as the batch's other writes and its COMMIT.
+INSERT_SIGNATURES_FROM_ARRAYS = (
+    f"INSERT INTO signatures ({_SIGNATURE_COLUMN_LIST})\nSELECT * FROM unnest("
+    + ", ".join(f"CAST(? AS {_array_of(column)})" for column in SIGNATURE_COLUMNS)
+    + ")"
+)
 
 TOUCH_KEY = "UPDATE api_keys SET last_used_at = :now WHERE id = :key_id"
 
