@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 
 import pytest
 
@@ -106,7 +107,11 @@ def test_a_running_process_sees_a_catalog_imported_elsewhere(runtime) -> None:
     where = seller_location("http://sellers.example/market/v1/quote/ACME")
     assert catalog.tier_of(where) is Tier.OPEN_ECOSYSTEM
     import_catalog(runtime.db, runtime.clock, demo_catalog("http://sellers.example"))
-    assert catalog.tier_of(where) is Tier.PREMIUM
+    # tier_of answers from the snapshot it has and refreshes it on a thread of its own.
+    deadline = time.monotonic() + 10
+    while catalog.tier_of(where) is not Tier.PREMIUM:
+        assert time.monotonic() < deadline, "the import never reached the tier lookup"
+        time.sleep(0.01)
     assert catalog.listing_for(where).name == "market_quote"
 
 

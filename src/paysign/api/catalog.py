@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from paysign.errors import NotAuthenticated
 from paysign.http.credentials import call_store, unauthorized_response
-from paysign.services.catalog import Catalog, RenderedDocument
+from paysign.services.catalog import Catalog, CatalogSnapshot, RenderedDocument
 from paysign.services.keys import bearer_token
 from paysign.services.signing import SigningDeps, authenticate
 
@@ -38,14 +39,22 @@ def make_catalog_endpoints(catalog: Catalog, deps: SigningDeps) -> tuple[Any, An
             return False
         return True
 
+    async def snapshot() -> CatalogSnapshot:
+        # Each GET checks the stored version (an import elsewhere is served at once); over
+        # PostgreSQL that query waits on a thread, so a stalled database host holds this
+        # request only, not the event loop. In-process SQLite answers in microseconds.
+        if deps.store.inline:
+            return catalog.current()
+        return await run_in_threadpool(catalog.current)
+
     async def public(request: Request) -> Response:
         if not await credential_ok(request):
             return unauthorized_response()
-        return _document_response(request, catalog.current().public)
+        return _document_response(request, (await snapshot()).public)
 
     async def full(request: Request) -> Response:
         if not await credential_ok(request):
             return unauthorized_response()
-        return _document_response(request, catalog.current().full)
+        return _document_response(request, (await snapshot()).full)
 
     return public, full

@@ -2,6 +2,10 @@
 
 Documents are rendered once per catalog version and served as bytes with an ETag; every
 process checks the version stamp, so an import through the CLI reaches every server.
+
+The signing path asks for tiers on the event loop, so its version checks run on a thread of
+their own: a database host that stalls (drops packets) would otherwise hold every request of
+the process until the connection timed out, not just the one that happened to check.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 import orjson
+import structlog
 
 from paysign.catalog.documents import PaymentDetails, catalog_document
 from paysign.catalog.listing import Listing, parse_catalog_entries
@@ -27,6 +32,12 @@ from paysign.policy.seller import SellerLocation
 from paysign.protocol.networks import parse_address
 from paysign.store import catalog_repo
 from paysign.store.database import Database
+
+log = structlog.get_logger("paysign.catalog")
+
+#: How long disposing the database waits for a refresh under way (one stalled on a dead host
+#: is left behind: it is a daemon thread).
+REFRESH_DRAIN_SECONDS = 2.0
 
 
 def import_catalog(
@@ -123,8 +134,10 @@ def _rendered(document: dict[str, Any]) -> RenderedDocument:
 class Catalog:
     """The current catalog of this process, refreshed when the stored version changes.
 
-    ``tier_of`` (the source policy's tier lookup) re-checks the version at most every
-    ``recheck_seconds``, so the signing path does not pay a query per request.
+    ``current()`` checks the version now, on the caller's thread (a thread, never the event
+    loop). ``tier_of`` and ``listed_terms`` (the signing path) never wait on the database: once
+    the snapshot is ``recheck_seconds`` old they start one background refresh and answer from
+    the snapshot they have; the refresh swaps its result in when it is done.
     """
 
     def __init__(self, db: Database, settings: Settings, *, recheck_seconds: float = 2.0):
@@ -133,9 +146,17 @@ class Catalog:
         self._payees = {d.network: parse_address(d.pay_to) for d in (*self._live, *self._sandbox)}
         self._listed: dict[tuple[int, str], ListedTerms] = {}
         self._recheck = recheck_seconds
-        self._lock = threading.Lock()
+        # Serialises loads and their swap, so an older load never replaces a newer snapshot;
+        # only threads take it (current() and the refresher), never the signing path.
+        self._load_lock = threading.Lock()
+        # Guards only the flag below: held for no I/O, so the signing path may take it.
+        self._refresh_flag_lock = threading.Lock()
+        self._refreshing = False
+        self._refresher: threading.Thread | None = None
+        self._disposed = False
         self._snapshot = self._load(version=-1)
         self._checked_at = time.monotonic()
+        db.on_dispose(self._stop_refreshing)
 
     def _load(self, version: int) -> CatalogSnapshot:
         with self._db.read() as conn:
@@ -156,23 +177,66 @@ class Catalog:
         )
 
     def current(self) -> CatalogSnapshot:
-        """The up-to-date snapshot (one cheap version query)."""
-        with self._lock:
+        """The up-to-date snapshot (one cheap version query, on the caller's thread: call it
+        from a thread, never from the event loop)."""
+        with self._load_lock:
             self._snapshot = self._load(self._snapshot.version)
             self._checked_at = time.monotonic()
             return self._snapshot
 
-    def tier_of(self, where: SellerLocation) -> Tier:
-        if time.monotonic() - self._checked_at > self._recheck:
+    @property
+    def refreshing(self) -> bool:
+        """Whether a background refresh is running."""
+        return self._refreshing
+
+    def _fresh_enough(self) -> CatalogSnapshot:
+        """The snapshot to answer with now; starts a background refresh when it is stale."""
+        if time.monotonic() - self._checked_at > self._recheck and not self._refreshing:
+            self._start_refresh()
+        return self._snapshot
+
+    def _start_refresh(self) -> None:
+        with self._refresh_flag_lock:
+            if self._refreshing or self._disposed:
+                return
+            # A daemon thread: one stalled on a dead host must not hold the process at exit.
+            refresher = threading.Thread(
+                target=self._refresh_in_background, name="paysign-catalog-refresh", daemon=True
+            )
+            self._refreshing = True
+            try:
+                refresher.start()
+            except RuntimeError:  # no thread to be had (interpreter exiting): next check
+                self._refreshing = False
+                return
+            self._refresher = refresher
+
+    def _refresh_in_background(self) -> None:
+        try:
             self.current()
-        return self._snapshot.index.tier_of(where)
+        except Exception as exc:  # the database is away: keep serving, retry at the next check
+            self._checked_at = time.monotonic()
+            # The type only: a driver's message may quote connection details or values.
+            log.warning("catalog_refresh_failed", error=type(exc).__name__)
+        finally:
+            self._refreshing = False
+
+    def _stop_refreshing(self) -> None:
+        """The database is being disposed: no refresh starts any more, and one under way is
+        given a moment to end rather than read from connections (or a schema) going away."""
+        with self._refresh_flag_lock:
+            self._disposed = True
+            refresher = self._refresher
+        if refresher is not None:
+            refresher.join(REFRESH_DRAIN_SECONDS)
+
+    def tier_of(self, where: SellerLocation) -> Tier:
+        return self._fresh_enough().index.tier_of(where)
 
     def listed_terms(self, where: SellerLocation) -> ListedTerms | None:
         """What the listing at ``where`` publishes about its payment, or ``None`` for an
         unlisted seller; no query, like ``tier_of`` (the signing path asks it every time)."""
-        if time.monotonic() - self._checked_at > self._recheck:
-            self.current()
-        snapshot = self._snapshot
+        snapshot = self._fresh_enough()
         found = snapshot.index.match(where)
         if found is None:
             return None
