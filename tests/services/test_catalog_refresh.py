@@ -175,11 +175,11 @@ def test_a_failed_refresh_keeps_the_old_snapshot_and_a_later_one_succeeds(
     wait_until(lambda: not catalog.refreshing, "the last refresh to end")
 
 
-def test_many_stale_lookups_start_one_refresh(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import_catalog(runtime.db, runtime.clock, demo_catalog(SELLERS))
-    catalog = Catalog(runtime.db, runtime.settings, recheck_seconds=RECHECK_SECONDS)
+def hold_loads(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[int], threading.Event]:
+    """Every load of ``catalog`` recorded (the version it starts from) and held until the
+    event returned is set."""
     loads: list[int] = []
     release = threading.Event()
     load = catalog._load
@@ -190,6 +190,15 @@ def test_many_stale_lookups_start_one_refresh(
         return load(version)
 
     monkeypatch.setattr(catalog, "_load", held_load)
+    return loads, release
+
+
+def test_many_stale_lookups_start_one_refresh(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import_catalog(runtime.db, runtime.clock, demo_catalog(SELLERS))
+    catalog = Catalog(runtime.db, runtime.settings, recheck_seconds=RECHECK_SECONDS)
+    loads, release = hold_loads(catalog, monkeypatch)
     remove_listing(runtime.db, runtime.clock, "market_quote")
     make_stale()
 
@@ -244,16 +253,7 @@ def test_disposing_the_database_waits_for_the_refresh_and_starts_no_more(
     db = Database(f"sqlite:///{tmp_path / 'paysign.db'}")
     migrate(db)
     catalog = Catalog(db, catalog_settings(tmp_path, db.url), recheck_seconds=RECHECK_SECONDS)
-    loads: list[int] = []
-    release = threading.Event()
-    load = catalog._load
-
-    def held_load(version: int) -> Any:
-        loads.append(version)
-        assert release.wait(DEADLINE_SECONDS)
-        return load(version)
-
-    monkeypatch.setattr(catalog, "_load", held_load)
+    loads, release = hold_loads(catalog, monkeypatch)
     make_stale()
     catalog.tier_of(QUOTE)
     wait_until(lambda: len(loads) == 1, "the refresh to start")
