@@ -19,6 +19,9 @@ from paysign.store.postgres_pipeline import Command, Pipeline
 
 PLAIN_URL = normalise_url(POSTGRES_URL).replace("postgresql+psycopg://", "postgresql://")
 
+#: Against hanging, not a measure of speed.
+DEADLINE_SECONDS = 60
+
 PREPARED_HERE = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'paysign%%'"
 
 
@@ -153,6 +156,22 @@ async def _test_a_pipeline_bigger_than_the_sockets_buffers(conn: AsyncConnection
     rows = await pipeline.run([Command("BEGIN"), *inserts, Command("COMMIT")])
     assert rows[1:-1] == [[(4096,)]] * 2_000
     assert await pipeline.run([Command("SELECT count(*) FROM notes")]) == [[(2_000,)]]
+
+
+def test_big_statements_with_big_answers_do_not_wait_on_each_other() -> None:
+    on_a_connection(_test_big_statements_with_big_answers_do_not_wait_on_each_other)
+
+
+async def _test_big_statements_with_big_answers_do_not_wait_on_each_other(
+    conn: AsyncConnection[Any],
+) -> None:
+    # The server answers while the rest is still being sent, both ways far more than the
+    # sockets hold: the answers must be taken in while sending, or the server stops reading.
+    pipeline = Pipeline(conn, prepare=True)
+    body = b"x" * 65_536
+    echoes = [Command("SELECT %s::bytea", (body,)) for _ in range(400)]
+    rows = await asyncio.wait_for(pipeline.run(echoes), DEADLINE_SECONDS)
+    assert rows == [[(body,)]] * 400
 
 
 def test_a_cancelled_pipeline_closes_its_connection_and_the_loop_ran_meanwhile() -> None:

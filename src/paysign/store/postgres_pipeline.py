@@ -102,7 +102,10 @@ class Pipeline:
 
     async def _results(self) -> list[PGresult]:
         pgconn = self.conn.pgconn
-        while pgconn.flush():  # more to send: the server may be answering meanwhile
+        while pgconn.flush():
+            # More to send. The server may be answering meanwhile and stop reading until its
+            # answers are read (libpq reads when a send would block; waiting for either way,
+            # as libpq's documentation asks, does not rely on it).
             await _ready(self.conn, write=True)
             pgconn.consume_input()
         results: list[PGresult] = []
@@ -146,7 +149,7 @@ class Pipeline:
 
 
 async def _ready(conn: AsyncConnection[Any], *, write: bool) -> None:
-    """Until the connection's socket can be written (or read)."""
+    """Until the connection's socket can be read or, with ``write``, written."""
     loop = asyncio.get_running_loop()
     ready = loop.create_future()
     fd = conn.pgconn.socket
@@ -155,14 +158,12 @@ async def _ready(conn: AsyncConnection[Any], *, write: bool) -> None:
         if not ready.done():
             ready.set_result(None)
 
+    loop.add_reader(fd, wake)
     if write:
         loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
     try:
         await ready
     finally:
+        loop.remove_reader(fd)
         if write:
             loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
