@@ -87,14 +87,15 @@ def catalog_settings(tmp_path: Path, url: str) -> Settings:
     return Settings(data_dir=tmp_path / "var", database_url=url, catalog_pay_to=PAY_TO)
 
 
+def catalog_of(db: Database, tmp_path: Path) -> Catalog:
+    """A catalog on ``db`` whose snapshot goes stale almost at once."""
+    return Catalog(db, catalog_settings(tmp_path, db.url), recheck_seconds=RECHECK_SECONDS)
+
+
 def test_a_stalled_database_holds_neither_the_lookup_nor_the_event_loop(
     tmp_path: Path, direct: Database, through_proxy: Database, proxy: StallProxy
 ) -> None:
-    catalog = Catalog(
-        through_proxy,
-        catalog_settings(tmp_path, through_proxy.url),
-        recheck_seconds=RECHECK_SECONDS,
-    )
+    catalog = catalog_of(through_proxy, tmp_path)
     answers: dict[str, Any] = {}
     answered = threading.Event()
 
@@ -150,11 +151,7 @@ def test_a_stalled_database_holds_neither_the_lookup_nor_the_event_loop(
 def test_a_failed_refresh_keeps_the_old_snapshot_and_a_later_one_succeeds(
     tmp_path: Path, direct: Database, through_proxy: Database, proxy: StallProxy
 ) -> None:
-    catalog = Catalog(
-        through_proxy,
-        catalog_settings(tmp_path, through_proxy.url),
-        recheck_seconds=RECHECK_SECONDS,
-    )
+    catalog = catalog_of(through_proxy, tmp_path)
     proxy.refuse()
     remove_listing(direct, FrozenClock(), "market_quote")
     with capture_logs() as records:
@@ -252,7 +249,7 @@ def test_disposing_the_database_waits_for_the_refresh_and_starts_no_more(
 ) -> None:
     db = Database(f"sqlite:///{tmp_path / 'paysign.db'}")
     migrate(db)
-    catalog = Catalog(db, catalog_settings(tmp_path, db.url), recheck_seconds=RECHECK_SECONDS)
+    catalog = catalog_of(db, tmp_path)
     loads, release = hold_loads(catalog, monkeypatch)
     make_stale()
     catalog.tier_of(QUOTE)
