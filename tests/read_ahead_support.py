@@ -4,6 +4,7 @@ store/signing_prefetch.py, store/signing_postgres_async.py and store/read_ahead_
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from paysign.services.signing import (
     signing_committer,
     signing_work,
 )
-from paysign.store import policy_repo
+from paysign.store import policy_repo, postgres_pipeline
 from paysign.store.signing_store import SigningStore
 
 
@@ -53,3 +54,16 @@ def burst(deps: SigningDeps, account: dict[str, str], count: int) -> list[object
         return await asyncio.gather(*(committer.run(work(deps, account)) for _ in range(count)))
 
     return asyncio.run(together())
+
+
+def record_pipeline_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The statements of every pipeline run from now on, in order, one list per run."""
+    runs: list[list[str]] = []
+    run = postgres_pipeline.Pipeline.run
+
+    async def recording(self: Any, commands: Any) -> Any:
+        runs.append([command.query for command in commands])
+        return await run(self, commands)
+
+    monkeypatch.setattr(postgres_pipeline.Pipeline, "run", recording)
+    return runs

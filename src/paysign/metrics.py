@@ -81,6 +81,13 @@ BATCH_PATHS = Counter(
     "store's threads).",
     ["path"],
 )
+KNOWN_PAYER_BATCHES = Counter(
+    "paysign_known_payer_batches",
+    "PostgreSQL signing batches run on what earlier batches read of their payers: "
+    "'one_round_trip' (committed so), 'changed' (a payer's holder, rules or windows had "
+    "changed, or a cap refused: run again on locked reads).",
+    ["outcome"],
+)
 SIGNER_FALLBACKS = Counter(
     "paysign_signer_fallbacks",
     "Payments signed by the serving process instead of the signer child: 'not_sent' (a lone "
@@ -148,6 +155,10 @@ def observe_batch(size: int) -> None:
 
 def batch_ran(path: str) -> None:
     BATCH_PATHS.labels(path).inc()
+
+
+def known_payer_batch(outcome: str) -> None:
+    KNOWN_PAYER_BATCHES.labels(outcome).inc()
 
 
 def signer_fell_back(*, sent_to_child: bool) -> None:
@@ -227,6 +238,8 @@ def scrape() -> tuple[bytes, str]:
 
 
 __all__ = [
+    "batch_ran",
+    "known_payer_batch",
     "multiprocess_dir",
     "observe_batch",
     "observe_pool_wait",

@@ -17,12 +17,16 @@ from paysign.policy.seller_budgets import SellerBudget
 from paysign.protocol import PreparedPayment
 from paysign.services import policy
 from paysign.services.signing import SigningDeps
-from paysign.store import postgres_pipeline
 from paysign.store import read_ahead_hints as hints_module
 from paysign.store.read_ahead_hints import ReadAheadHints
 from paysign.store.repositories import KeyHolder
 from paysign.store.signing_prefetch import PayerReads, PlannedRead
-from read_ahead_support import burst, prefetching_deps, set_caps
+from read_ahead_support import (
+    burst,
+    prefetching_deps,
+    record_pipeline_runs,
+    set_caps,
+)
 
 PLAN = PlannedRead(b"k1", 1, ("api.example.com",), None)
 
@@ -90,15 +94,7 @@ def deps(runtime: Any, signing_store: Any) -> SigningDeps:
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The statements of every pipeline run, in order."""
-    runs: list[list[str]] = []
-    run = postgres_pipeline.Pipeline.run
-
-    async def recording(self: Any, commands: Any) -> Any:
-        runs.append([command.query for command in commands])
-        return await run(self, commands)
-
-    monkeypatch.setattr(postgres_pipeline.Pipeline, "run", recording)
-    return runs
+    return record_pipeline_runs(monkeypatch)
 
 
 def reads_of(runs: list[list[str]]) -> list[list[str]]:

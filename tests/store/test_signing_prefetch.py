@@ -16,10 +16,11 @@ from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import Caps, windows_at
 from paysign.policy.decide import Grant, PolicySettings
 from paysign.policy.rules import Rule
+from paysign.policy.seller import seller_location
 from paysign.protocol import PreparedPayment
 from paysign.services import policy
 from paysign.services.signing import SigningDeps, by_api_key, signing_committer, signing_work
-from paysign.store import policy_repo
+from paysign.store import policy_repo, repositories
 from paysign.store.repositories import KeyHolder
 from paysign.store.signing_batch import FirstRead, ReadAhead, SpendTotal
 from paysign.store.signing_prefetch import (
@@ -242,3 +243,35 @@ def test_a_seller_queued_for_approval_sends_the_batch_to_the_threads(deps, runti
         (f"seller{i}.example.net", 2) for i in range(3)
     ]
     assert spent_today(runtime, account) == 6 * 10_000
+
+
+def test_a_batch_stores_each_signature_exactly_as_recorded(deps, runtime) -> None:
+    account = new_account(runtime)
+    committer = signing_committer(deps)
+    url = "https://api.example.com/v1/caf\u00e9/it's/\u6771\u4eac"  # escaped in the JSON
+
+    async def together() -> list[object]:
+        bodies = [signature_body(seller_url=url)] * 3
+        bodies.append(signature_body(amount="1"))
+        works = [
+            signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False)
+            for body in bodies
+        ]
+        return await asyncio.gather(*(committer.run(w) for w in works))
+
+    outcomes = asyncio.run(together())
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    with runtime.db.read() as conn:
+        stored = {r.nonce: r for r in repositories.signatures_of(conn, account["account_id"])}
+    assert set(stored) == {o.nonce for o in outcomes if isinstance(o, PreparedPayment)}
+    for outcome in outcomes:
+        assert isinstance(outcome, PreparedPayment)
+        record = stored[outcome.nonce]
+        terms = outcome.terms
+        assert (record.amount, record.valid_before) == (terms.amount, outcome.valid_before)
+        assert record.pay_to == "0x" + terms.pay_to.hex()
+        assert (record.asset, record.network) == (terms.token.address_hex, terms.network.caip2)
+        assert record.sandbox is False and record.status == "signed"
+        assert record.settled_tx is None and record.api_key_id is not None
+    paths = sorted(r.seller_path for r in stored.values())
+    assert paths == [seller_location(url).path] * 3 + ["/weather"]

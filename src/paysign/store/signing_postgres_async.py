@@ -32,16 +32,18 @@ from psycopg import AsyncConnection
 from psycopg.errors import DivisionByZero
 from psycopg.pq import TransactionStatus
 
-from paysign.metrics import observe_pool_wait
+from paysign.metrics import known_payer_batch, observe_pool_wait
 from paysign.policy.caps import hour_window
 from paysign.policy.rules import Rule
 from paysign.store import signing_sql as sql
+from paysign.store.known_payers import KnownPayers
 from paysign.store.postgres_pipeline import Command, Pipeline, Row
 from paysign.store.postgres_reachability import Reachability
 from paysign.store.postgres_statements import psycopg_style
 from paysign.store.read_ahead_hints import ReadAheadHints
 from paysign.store.signing_batch import BatchTransaction, FirstRead, ReservationLost
 from paysign.store.signing_prefetch import (
+    NeedsLockedReads,
     NotPrefetched,
     PayerReads,
     PlannedRead,
@@ -51,6 +53,11 @@ from paysign.store.signing_prefetch import (
 from paysign.store.signing_statements import holder_from_row, holder_with_grants
 
 R = TypeVar("R")
+
+
+class _Stale(Exception):
+    """A batch run on known payers found one changed: nothing of it was committed."""
+
 
 #: Connections kept open between batches: one group committer runs one batch at a time.
 IDLE_CONNECTIONS = 2
@@ -75,10 +82,15 @@ class TwoPhaseBatches:
         self._connection_wait = connection_wait
         self._idle: list[Pipeline] = []
         self._hints = ReadAheadHints()
+        self._known = KnownPayers()
         self._closed = False
         #: Batches committed here, and those given up for the threads (what tests watch).
         self.committed = 0
         self.given_up = 0
+        #: Of those committed, the batches run on known payers in one round trip; and the
+        #: tries on known payers that found them changed (and read them again).
+        self.committed_on_known = 0
+        self.stale = 0
 
     async def run(self, reads: Sequence[FirstRead], batch: Callable[[BatchTransaction], R]) -> R:
         """``batch(tx)``'s result once committed; ``reads``: the batch's first reads, in the
@@ -86,30 +98,97 @@ class TwoPhaseBatches:
         ``NotPrefetched`` included."""
         plans = self._hints.apply(planned_reads(reads))
         pipeline = await self._pipeline()
-        conn = pipeline.conn
         try:
-            found = _payer_reads(plans, await pipeline.run(_read_commands(plans)))
+            known = self._known.reads_for(plans)
+            if known is not None:
+                try:
+                    return await self._attempt(pipeline, known, batch, locked=False)
+                except _Stale:
+                    self._known.forget(plans)
+                    self.stale += 1
+                    known_payer_batch("changed")
+            found = _payer_reads(plans, await self._read(pipeline, plans))
             self._hints.learn(found)
-            statements = PrefetchedStatements(found)
-            tx = BatchTransaction(statements)
-            result = batch(tx)
-            tx.flush()
-            await pipeline.run(_write_commands(statements))
-        except asyncio.CancelledError:
-            conn.pgconn.finish()  # mid-statement: not worth a round trip to clean up
-            raise
-        except BaseException as exc:
-            self.given_up += 1
-            if isinstance(exc, NotPrefetched):
-                self._hints.forget(plans)
-            await _roll_back(conn)
-            if isinstance(exc, DivisionByZero):
-                raise ReservationLost("a batch's spend total passed a cap it had checked") from exc
-            raise
+            return await self._attempt(pipeline, found, batch, locked=True)
         finally:
             self._put(pipeline)
+
+    async def _read(self, pipeline: Pipeline, plans: Sequence[PlannedRead]) -> list[list[Row]]:
+        try:
+            return await pipeline.run(_read_commands(plans))
+        except BaseException as exc:
+            await self._failed(pipeline, exc, plans)
+            raise
+
+    async def _attempt(
+        self,
+        pipeline: Pipeline,
+        found: Sequence[PayerReads],
+        batch: Callable[[BatchTransaction], R],
+        *,
+        locked: bool,
+    ) -> R:
+        """``batch`` on ``found``, then its writes and ``COMMIT``: on locked reads, in the
+        transaction they began; else in one of its own that first checks every holder is
+        unchanged (``_Stale`` when that, or a cap the stale totals let pass, fails it)."""
+        statements = PrefetchedStatements(found, locked=locked)
+        tx = BatchTransaction(statements)
+        plans = [reads.plan for reads in found]
+        try:
+            result = batch(tx)
+            tx.flush()
+        except NeedsLockedReads as exc:
+            raise _Stale from exc
+        except NotPrefetched as exc:
+            if not locked:  # nothing was sent
+                raise _Stale from exc
+            await self._failed(pipeline, exc, plans)
+            raise
+        except BaseException as exc:
+            await self._failed(pipeline, exc, plans, roll_back=locked)
+            raise
+        commands = _write_commands(statements)
+        if not locked:
+            commands = [Command("BEGIN"), *_guard_commands(found), *commands]
+        try:
+            await pipeline.run(commands)
+        except DivisionByZero as exc:
+            await self._failed(pipeline, exc, plans, count=locked)
+            if not locked:
+                raise _Stale from exc
+            raise ReservationLost("a batch's spend total passed a cap it had checked") from exc
+        except BaseException as exc:
+            await self._failed(pipeline, exc, plans)
+            raise
+        self._known.remember(statements)
         self.committed += 1
+        if not locked:
+            self.committed_on_known += 1
+            known_payer_batch("one_round_trip")
         return result
+
+    async def _failed(
+        self,
+        pipeline: Pipeline,
+        exc: BaseException,
+        plans: Sequence[PlannedRead],
+        *,
+        count: bool = True,
+        roll_back: bool = True,
+    ) -> None:
+        """Rolls back after ``exc`` (``roll_back``: a transaction was begun); its payers are
+        read afresh next time."""
+        conn = pipeline.conn
+        if isinstance(exc, asyncio.CancelledError):
+            conn.pgconn.finish()  # mid-statement: not worth a round trip to clean up
+            return
+        if count:
+            self.given_up += 1
+        if isinstance(exc, NotPrefetched):
+            self._hints.forget(plans)
+        self._known.forget(plans)
+        if roll_back:
+            await _roll_back(conn)
 
     async def _pipeline(self) -> Pipeline:
         self._reachability.check()
@@ -157,11 +236,8 @@ def _read_commands(plans: Sequence[PlannedRead]) -> list[Command]:
     for plan in plans:
         params: dict[str, Any] = {"key_hash": plan.key_hash, "now": plan.now}
         names = {f"h{i}": host for i, host in enumerate(plan.hosts)}
-        if plan.hosts:
-            holder = psycopg_style(sql.key_holder_with_grants_sql(len(plan.hosts)))
-            commands.append(Command(holder, {**params, **names}))
-        else:
-            commands.append(Command(psycopg_style(sql.KEY_HOLDER), params))
+        holder = psycopg_style(sql.fingerprinted_holder_sql(len(plan.hosts)))
+        commands.append(Command(holder, {**params, **names}))
         if plan.windows is None:
             continue
         day, month = plan.windows
@@ -183,12 +259,14 @@ def _payer_reads(plans: Sequence[PlannedRead], rows: list[list[Row]]) -> list[Pa
     found = []
     for plan in plans:
         holder_rows = next(answers)
+        fingerprint = holder_rows[0][0] if holder_rows else None
+        holder_rows = [row[1:] for row in holder_rows]
         if plan.hosts:
             holder, grants = holder_with_grants(holder_rows)
         else:
             holder, grants = holder_from_row(holder_rows[0] if holder_rows else None), []
         if plan.windows is None:
-            found.append(PayerReads(plan, holder, grants, None))
+            found.append(PayerReads(plan, holder, grants, None, fingerprint=fingerprint))
             continue
         by_name = {name: int(value) for name, value in next(answers)}
         spent = (by_name["daily"], by_name["monthly"]) if len(by_name) == 2 else None
@@ -202,8 +280,27 @@ def _payer_reads(plans: Sequence[PlannedRead], rows: list[list[Row]]) -> list[Pa
             for host, path, name, value in next(answers):
                 windows.setdefault(Rule(host, path), {})[name] = int(value)
             budgets_spent = {rule: (w["daily"], w["monthly"]) for rule, w in windows.items()}
-        found.append(PayerReads(plan, holder, grants, spent, hour_spent, budgets_spent))
+        found.append(
+            PayerReads(plan, holder, grants, spent, hour_spent, budgets_spent, fingerprint)
+        )
     return found
+
+
+def _guard_commands(found: Sequence[PayerReads]) -> list[Command]:
+    """For each key and hosts of ``found``, a statement that fails unless the key is live at
+    the latest moment asked and what was read of its holder and rules is unchanged."""
+    latest: dict[tuple[bytes, tuple[str, ...]], PayerReads] = {}
+    for reads in found:
+        key = (reads.plan.key_hash, reads.plan.hosts)
+        if key not in latest or latest[key].plan.now < reads.plan.now:
+            latest[key] = reads
+    commands = []
+    for (key_hash, hosts), reads in latest.items():
+        params: dict[str, Any] = {f"h{i}": host for i, host in enumerate(hosts)}
+        params.update(key_hash=key_hash, now=reads.plan.now, fingerprint=reads.fingerprint)
+        guard = psycopg_style(sql.guard_holder_unchanged_sql(len(hosts)))
+        commands.append(Command(guard, params))
+    return commands
 
 
 def _write_commands(statements: PrefetchedStatements) -> list[Command]:

@@ -18,15 +18,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import Window, hour_window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 from paysign.store import signing_sql as sql
+from paysign.store.policy_repo import RefusalRecord
 from paysign.store.postgres_statements import PostgresStatements, psycopg_style
 from paysign.store.repositories import KeyHolder, SignatureRecord
-from paysign.store.signing_batch import FirstRead, FirstReads, ReadAhead, SpendTotal
-from paysign.store.signing_statements import signature_row
+from paysign.store.signing_batch import (
+    FirstRead,
+    FirstReads,
+    HourTotal,
+    ReadAhead,
+    SellerTotal,
+    SpendTotal,
+)
+from paysign.store.signing_statements import signatures_json
 
 
 class NotPrefetched(Exception):
@@ -60,6 +69,8 @@ class PayerReads:
     hour_spent: int | None = None
     #: Each budgeted allow rule's windows on the planned hosts; ``None`` when not read.
     budgets_spent: dict[Rule, tuple[int, int]] | None = None
+    #: The digest of the holder and rules read (``signing_sql.fingerprinted_holder_sql``).
+    fingerprint: str | None = None
 
 
 def planned_reads(reads: Sequence[FirstRead]) -> list[PlannedRead]:
@@ -101,12 +112,28 @@ class _WriteRecorder:
         raise NotPrefetched("a read the batch did not plan")
 
 
-class PrefetchedStatements(PostgresStatements):
-    """``SigningStatements`` over reads made ahead (``found``); ``writes`` holds the rest."""
+class NeedsLockedReads(NotPrefetched):
+    """A batch run on an earlier batch's reads refused a payment for a cap: what the windows
+    have spent may have moved since, so only locked reads may refuse it."""
 
-    def __init__(self, found: Sequence[PayerReads]) -> None:
+
+class PrefetchedStatements(PostgresStatements):
+    """``SigningStatements`` over reads made ahead (``found``); ``writes`` holds the rest.
+
+    ``locked=False``: ``found`` are an earlier batch's reads, not locked, and what their
+    windows have spent may be stale; the database's guards still refuse any total past a cap,
+    and a cap refusal raises ``NeedsLockedReads`` (a refusal quotes what was spent)."""
+
+    def __init__(self, found: Sequence[PayerReads], *, locked: bool = True) -> None:
         self.writes = _WriteRecorder()
         super().__init__(self.writes, psycopg_style)
+        self.found = list(found)
+        self._locked = locked
+        #: What the batch added to the windows, and the keys it marked used (to carry forward).
+        self.added: list[SpendTotal | HourTotal | SellerTotal] = []
+        self.touched: list[tuple[str, int]] = []
+        #: The accounts a cap refused a payment of (their next batch reads locked again).
+        self.capped: set[str] = set()
         self._found = {(r.plan.key_hash, r.plan.now): r for r in found}
         self._by_account: dict[str, list[PayerReads]] = {}
         for reads in found:
@@ -166,10 +193,34 @@ class PrefetchedStatements(PostgresStatements):
         self.add_spend(total)
         return day_spent + total.amount, month_spent + total.amount
 
+    def add_spend(self, total: SpendTotal) -> bool:
+        self.added.append(total)
+        return super().add_spend(total)
+
+    def add_hour_spend(self, total: HourTotal) -> bool:
+        self.added.append(total)
+        return super().add_hour_spend(total)
+
+    def add_seller_spend(self, total: SellerTotal) -> bool:
+        self.added.append(total)
+        return super().add_seller_spend(total)
+
+    def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
+        self.touched.extend(last_used)
+        super().touch_keys(last_used)
+
+    def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
+        capped = {r.account_id for r in refusals if r.reason == SpendCapExceeded.slug}
+        if capped and not self._locked:
+            raise NeedsLockedReads("a cap refusal on reads that were not locked")
+        self.capped.update(capped)
+        super().insert_refusals(refusals)
+
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
         """One statement for them all, whatever their number: it goes with the other writes."""
-        columns = [list(column) for column in zip(*map(signature_row, records), strict=True)]
-        self.writes.execute(psycopg_style(sql.INSERT_SIGNATURES_FROM_ARRAYS), columns)
+        self.writes.execute(
+            psycopg_style(sql.INSERT_SIGNATURES_FROM_JSON), (signatures_json(records),)
+        )
 
     def account_holder(self, account_id: str) -> KeyHolder | None:
         raise NotPrefetched("a payer by account")

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
+import orjson
+
 from paysign.policy.caps import Window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
@@ -15,6 +17,7 @@ from paysign.store import signing_sql as sql
 from paysign.store.pending_queue import PendingStatements
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRecord
+from paysign.store.schema import signatures
 from paysign.store.signing_batch import FirstReads, HourTotal, ReadAhead, SellerTotal, SpendTotal
 
 
@@ -47,6 +50,26 @@ def _grant(kind: Any, host: str, path: str, daily: int | None, monthly: int | No
 #: A record's values in ``SIGNATURE_COLUMNS`` order: the one plain tuple per signature that
 #: every way of inserting it sends (positional parameters, a ``COPY`` row).
 signature_row: Callable[[SignatureRecord], tuple[Any, ...]] = attrgetter(*SIGNATURE_COLUMNS)
+
+_JSON_KEYS = tuple(str(column) for column in SIGNATURE_COLUMNS)
+_BYTES_AT = tuple(
+    i
+    for i, column in enumerate(SIGNATURE_COLUMNS)
+    if signatures.c[column].type.python_type is bytes
+)
+
+
+def signatures_json(records: Sequence[SignatureRecord]) -> str:
+    """``records`` as ``signing_sql.INSERT_SIGNATURES_FROM_JSON`` takes them: one object per
+    record, bytes as PostgreSQL's text form of ``bytea`` (``\\x`` then hex)."""
+    rows = []
+    for record in records:
+        row = list(signature_row(record))
+        for i in _BYTES_AT:
+            if row[i] is not None:
+                row[i] = "\\x" + row[i].hex()
+        rows.append(dict(zip(_JSON_KEYS, row, strict=True)))
+    return orjson.dumps(rows).decode()
 
 
 def spend_params(total: SpendTotal) -> dict[str, Any]:
