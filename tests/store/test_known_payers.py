@@ -52,7 +52,7 @@ def read(
         spent,
         hour_spent,
         budgets_spent,
-        fingerprint="digest-1",
+        fingerprint=b"digest-1",
     )
     return PrefetchedStatements([reads])
 
@@ -76,7 +76,7 @@ def test_a_known_payer_is_what_was_read_with_what_the_batch_added() -> None:
     [reads] = known.reads_for([plan]) or []
     assert reads.spent == (150, 250)
     assert reads.holder is not None and reads.holder.last_used_at == NOW
-    assert reads.fingerprint == "digest-1"
+    assert reads.fingerprint == b"digest-1"
     assert reads.grants == [Grant("allow", RULE)]
     assert not reads.plan.hour and not reads.plan.budgets  # nothing more to read
 

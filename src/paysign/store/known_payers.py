@@ -45,7 +45,7 @@ MAX_REMEMBERED = 50_000
 class _Holder:
     holder: KeyHolder
     grants: list[Grant]
-    fingerprint: str
+    fingerprint: bytes
 
 
 #: (start of the first window, start of the second, spent in the first, spent in the second).

@@ -70,7 +70,7 @@ class PayerReads:
     #: Each budgeted allow rule's windows on the planned hosts; ``None`` when not read.
     budgets_spent: dict[Rule, tuple[int, int]] | None = None
     #: The digest of the holder and rules read (``signing_sql.fingerprinted_holder_sql``).
-    fingerprint: str | None = None
+    fingerprint: bytes | None = None
 
 
 def planned_reads(reads: Sequence[FirstRead]) -> list[PlannedRead]:

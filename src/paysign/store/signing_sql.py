@@ -263,7 +263,7 @@ _FINGERPRINT_COLUMNS = """k.id, k.account_id, w.id, w.address, w.sealed_key,
 
 def _fingerprint(host_count: int) -> str:
     if not host_count:
-        return f"md5(CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT))"
+        return f"sha256(convert_to(CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT), 'UTF8'))"
     placeholders = ", ".join(f":h{i}" for i in range(host_count))
     # Only generated placeholder names are interpolated; the hosts are bound parameters.
     rule = "CAST(ROW(r.kind, r.host, r.path, r.cap_daily, r.cap_monthly) AS TEXT)"
@@ -271,7 +271,8 @@ def _fingerprint(host_count: int) -> str:
         f"SELECT string_agg({rule}, ',' ORDER BY r.kind, r.host, r.path)"  # noqa: S608
         f" FROM policy_rules r WHERE r.account_id = k.account_id AND r.host IN ({placeholders})"
     )
-    return f"md5(CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT) || COALESCE(({rules}), ''))"
+    text = f"CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT) || COALESCE(({rules}), '')"
+    return f"sha256(convert_to({text}, 'UTF8'))"
 
 
 @lru_cache(maxsize=64)
