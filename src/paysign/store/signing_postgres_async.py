@@ -1,4 +1,4 @@
-"""PostgreSQL batches on the event loop, in two round trips and no thread.
+"""PostgreSQL batches on the event loop, in one or two round trips and no thread.
 
 A batch run on the store's threads waits for the server with a thread held, then for the GIL
 when the answer comes (under load it waited four times as long as it ran), and the event loop
@@ -12,6 +12,11 @@ fights it for the GIL meanwhile. Here a batch is three steps on the event loop:
    memory, no I/O (``signing_prefetch.PrefetchedStatements``).
 3. **Write** what they recorded (every signature in one statement) and ``COMMIT``, in a
    second round trip; awaited.
+
+When every payer of the batch is known (``known_payers``: an earlier batch read them), steps 1
+and 3 are one: the batch runs on what was read, and its write begins with a guard per payer
+that fails unless their key, holder and rules are unchanged. A guard or a cap that fails, or a
+cap refusal (made only on locked reads), runs the batch again in the three steps.
 
 A batch that asks for a read not made ahead raises ``NotPrefetched`` in step 2; like any other
 failure here, it is rolled back and the caller runs it on the threads
@@ -64,7 +69,8 @@ IDLE_CONNECTIONS = 2
 
 
 class TwoPhaseBatches:
-    """Runs a batch in two round trips on connections of its own, opened on the event loop."""
+    """Runs a batch in one or two round trips on connections of its own, opened on the event
+    loop."""
 
     def __init__(
         self,
