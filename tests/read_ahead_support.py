@@ -56,8 +56,10 @@ def burst(deps: SigningDeps, account: dict[str, str], count: int) -> list[object
     return asyncio.run(together())
 
 
-def record_pipeline_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The statements of every pipeline run from now on, in order, one list per run."""
+@pytest.fixture(name="sent")
+def pipeline_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The fixture ``sent`` (import this into a test module to have it): the statements of
+    every pipeline run from now on, in order, one list per run."""
     runs: list[list[str]] = []
     run = postgres_pipeline.Pipeline.run
 

@@ -26,8 +26,8 @@ from paysign.store.postgres_statements import psycopg_style
 from paysign.store.signing_store import signing_store_for
 from read_ahead_support import (
     burst,
+    pipeline_runs,  # noqa: F401 - the fixture `sent`
     prefetching_deps,
-    record_pipeline_runs,
     set_caps,
     spent_today,
     work,
@@ -37,12 +37,6 @@ from read_ahead_support import (
 @pytest.fixture
 def deps(runtime: Any, signing_store: Any) -> SigningDeps:
     return prefetching_deps(runtime, signing_store)
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The statements of every pipeline run, in order."""
-    return record_pipeline_runs(monkeypatch)
 
 
 @pytest.fixture
@@ -75,6 +69,20 @@ def pay(deps: SigningDeps, account: dict[str, str], count: int = 1) -> list[obje
 
 def signed(outcomes: list[object]) -> int:
     return sum(isinstance(o, PreparedPayment) for o in outcomes)
+
+
+def assert_capped(
+    outcomes: list[object], *, signed: int, cap: str, remaining: int
+) -> list[SpendCapExceeded]:
+    """``signed`` of ``outcomes`` signed, the others refused by ``cap`` quoting ``remaining``."""
+    refusals = [o for o in outcomes if not isinstance(o, PreparedPayment)]
+    assert len(outcomes) - len(refusals) == signed
+    assert all(isinstance(o, SpendCapExceeded) for o in refusals), refusals
+    capped = [o for o in refusals if isinstance(o, SpendCapExceeded)]
+    assert [(o.extensions["cap"], o.extensions["remaining"]) for o in capped] == [
+        (cap, remaining)
+    ] * len(capped)
+    return capped
 
 
 def set_spent_today(runtime: Any, account: dict[str, str], spent: int) -> None:
@@ -202,12 +210,7 @@ def test_spending_by_another_process_never_passes_the_cap(
     assert signed(pay(deps, account)) == 1
     assert signed(pay(other, account, 5)) == 5  # unseen here: the totals known are low
     stale = batches.stale
-    outcomes = pay(deps, account, 6)
-    assert signed(outcomes) == 3
-    refusals = [o for o in outcomes if not isinstance(o, PreparedPayment)]
-    assert all(isinstance(o, SpendCapExceeded) for o in refusals), refusals
-    assert all(o.extensions["cap"] == "daily" for o in refusals)  # type: ignore[attr-defined]
-    assert all(o.extensions["remaining"] == 5_000 for o in refusals)  # type: ignore[attr-defined]
+    assert_capped(pay(deps, account, 6), signed=3, cap="daily", remaining=5_000)
     assert batches.stale > stale
     assert spent_today(runtime, account) == 90_000
 
@@ -221,10 +224,7 @@ def test_spend_written_by_another_writer_is_guarded_by_the_database(
     assert signed(pay(deps, account)) == 1
     set_spent_today(runtime, account, 30_000)
     outcomes = pay(deps, account, 2)  # within the cap on the totals known: the database refuses
-    assert signed(outcomes) == 1
-    refusals = [o for o in outcomes if not isinstance(o, PreparedPayment)]
-    assert len(refusals) == 1 and all(isinstance(o, SpendCapExceeded) for o in refusals)
-    assert all(o.extensions["remaining"] == 5_000 for o in refusals)  # type: ignore[attr-defined]
+    assert_capped(outcomes, signed=1, cap="daily", remaining=5_000)
     assert batches.stale >= 1
     assert spent_today(runtime, account) == 40_000
 
@@ -238,12 +238,7 @@ def test_an_hourly_cap_holds_on_a_known_payer_against_another_process(
     assert signed(pay(deps, account)) == 1 and signed(pay(deps, account)) == 1
     assert is_one_round_trip(sent[-1]) and batches.committed_on_known == 1
     assert signed(pay(other, account, 2)) == 2
-    outcomes = pay(deps, account, 3)
-    assert signed(outcomes) == 1
-    refusals = [o for o in outcomes if not isinstance(o, PreparedPayment)]
-    assert all(isinstance(o, SpendCapExceeded) for o in refusals), refusals
-    assert all(o.extensions["cap"] == "hourly" for o in refusals)  # type: ignore[attr-defined]
-    assert all(o.extensions["remaining"] == 5_000 for o in refusals)  # type: ignore[attr-defined]
+    assert_capped(pay(deps, account, 3), signed=1, cap="hourly", remaining=5_000)
     assert batches.stale >= 1
     assert spent_today(runtime, account) == 50_000
 
@@ -260,11 +255,8 @@ def test_an_allow_rules_budget_holds_on_a_known_payer_against_another_process(
     assert signed(pay(deps, account)) == 1 and signed(pay(deps, account)) == 1
     assert is_one_round_trip(sent[-1]) and batches.committed_on_known == 1
     assert signed(pay(other, account)) == 1
-    outcomes = pay(deps, account, 2)
-    assert signed(outcomes) == 1
-    [refusal] = [o for o in outcomes if not isinstance(o, PreparedPayment)]
-    assert isinstance(refusal, SpendCapExceeded)
-    assert refusal.extensions["rule"] and refusal.extensions["remaining"] == 5_000
+    [refusal] = assert_capped(pay(deps, account, 2), signed=1, cap="seller.daily", remaining=5_000)
+    assert refusal.extensions["rule"] == "api.example.com"
     assert batches.stale >= 1
     assert spent_today(runtime, account) == 40_000
 

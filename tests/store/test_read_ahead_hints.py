@@ -23,8 +23,8 @@ from paysign.store.repositories import KeyHolder
 from paysign.store.signing_prefetch import PayerReads, PlannedRead
 from read_ahead_support import (
     burst,
+    pipeline_runs,  # noqa: F401 - the fixture `sent`
     prefetching_deps,
-    record_pipeline_runs,
     set_caps,
 )
 
@@ -89,12 +89,6 @@ def test_past_the_limit_every_payer_is_forgotten(monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def deps(runtime: Any, signing_store: Any) -> SigningDeps:
     return prefetching_deps(runtime, signing_store)
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The statements of every pipeline run, in order."""
-    return record_pipeline_runs(monkeypatch)
 
 
 def reads_of(runs: list[list[str]]) -> list[list[str]]:
