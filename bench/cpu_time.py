@@ -1,5 +1,6 @@
 """A server's process tree, read from Linux's /proc: its CPU time, all its descendants
-(workers, signer processes) included, and which of a supervisor's workers accept connections.
+(workers, signer processes) included, which of a supervisor's workers accept connections, and
+how many of its clients' connections each holds.
 
 It imports nothing from the rest of ``bench``: tests load it from its file.
 """
@@ -106,3 +107,29 @@ def accepting_workers(supervisor_pid: int) -> int:
     """Children of a supervisor whose event loop watches its listening socket: ready ones."""
     listening = _socket_inodes(supervisor_pid)
     return sum(bool(listening & _epoll_watched_inodes(child)) for child in children(supervisor_pid))
+
+
+def _established_inodes(port: int) -> set[int]:
+    """Inodes of the established TCP connections whose local port is ``port``."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == "01":  # TCP_ESTABLISHED
+                    inodes.add(int(fields[9]))
+    return inodes
+
+
+def connections_per_worker(supervisor_pid: int, port: int) -> list[int]:
+    """How many established connections to ``port`` each worker of a supervisor holds (its
+    children given the supervisor's sockets), most first; none for a lone server."""
+    established = _established_inodes(port)
+    listening = _socket_inodes(supervisor_pid)
+    counts = []
+    for child in children(supervisor_pid):
+        sockets = _socket_inodes(child)
+        if sockets & listening:
+            counts.append(len(established & sockets))
+    return sorted(counts, reverse=True)

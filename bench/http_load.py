@@ -8,10 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from bench.cpu_time import cpu_seconds_without_signers, process_cpu_seconds
+from bench.cpu_time import (
+    connections_per_worker,
+    cpu_seconds_without_signers,
+    process_cpu_seconds,
+)
 from bench.processes import spawn, stop
 from bench.servers import Target
 
@@ -77,6 +82,8 @@ def load(
     own_before = cpu_seconds_without_signers(target.proc.pid)
     proc = spawn(cmd, env=env, capture=True)
     try:
+        time.sleep(seconds / 2)  # the connections are all open by now
+        spread = connections_per_worker(target.proc.pid, target.port)
         out, _ = proc.communicate(timeout=seconds + 60)
     finally:
         stop(proc)
@@ -90,5 +97,7 @@ def load(
                 result["cpu_us"] = (cpu_after - cpu_before) * 1e6 / result["requests"]
             if own_before is not None and own_after is not None and result["requests"]:
                 result["own_cpu_us"] = (own_after - own_before) * 1e6 / result["requests"]
+            if sum(spread):  # a supervisor's workers
+                result["connections_per_worker"] = spread
             return result
     raise SystemExit(f"load generator printed no result (exit {proc.returncode}):\n{out.decode()}")

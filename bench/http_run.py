@@ -101,10 +101,12 @@ def measure_http(args: argparse.Namespace, workdir: Path) -> HttpRun:
             for t in [ceiling, *targets]:
                 result = load(t, args, body_file, args.duration, loadgen)
                 t.runs.append(result)
+                spread = result.get("connections_per_worker")
                 log(
                     f"round {i + 1} {t.name}: {result['rps']:,.0f} req/s, "
                     f"p99 {result['p99_us']} µs, "
                     f"non-2xx {result['non2xx']}"
+                    + (f", connections per worker {'/'.join(map(str, spread))}" if spread else "")
                 )
 
         profile_text = None

@@ -105,6 +105,18 @@ def report_http(
             f"| {label} | {fmt_int(rps)} | {ms(p50)} | {ms(p99)} | {cpu_text} | {non2xx} | "
             f"{sock} / {tmo} | {per_round} | {share_text} |"
         )
+    spreads = [
+        (t.name, [r["connections_per_worker"] for r in t.runs if "connections_per_worker" in r])
+        for t in targets
+    ]
+    for name, spread in spreads:
+        if spread:
+            rounds_text = ", ".join("/".join(map(str, s)) for s in spread)
+            label = server_label(name, "paysign")
+            print(
+                f"\nConnections each worker held halfway through each round ({label}): "
+                f"{rounds_text}. A worker keeps every connection it accepts."
+            )
     for note in POLICY_NOTE:
         print(f"\nOur endpoint ran with the {note}.")
     accounts = max((len(t.load_keys) for t in targets), default=1)

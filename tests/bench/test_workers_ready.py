@@ -48,7 +48,7 @@ workers = [
 ]
 for worker in workers:
     worker.stdout.readline()
-print("ready", flush=True)
+print("ready", listener.getsockname()[1], flush=True)
 sys.stdin.read()
 for worker in workers:
     worker.communicate("")
@@ -73,10 +73,36 @@ def test_only_a_worker_whose_loop_watches_the_socket_counts(cpu_time: ModuleType
     )
     try:
         assert supervisor.stdout is not None
-        assert supervisor.stdout.readline() == "ready\n"
+        assert supervisor.stdout.readline().startswith("ready ")
         assert len(cpu_time.children(supervisor.pid)) == 2
         assert cpu_time.accepting_workers(supervisor.pid) == 1
     finally:
+        supervisor.communicate("", timeout=30)
+
+
+def test_each_workers_connections_are_counted(cpu_time: ModuleType) -> None:
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    clients: list[socket.socket] = []
+    try:
+        assert supervisor.stdout is not None
+        port = int(supervisor.stdout.readline().split()[1])
+        assert cpu_time.connections_per_worker(supervisor.pid, port) == [0, 0]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        deadline = time.monotonic() + 10
+        while sum(cpu_time.connections_per_worker(supervisor.pid, port)) < 3:
+            assert time.monotonic() < deadline, "the serving worker did not accept them"
+            time.sleep(0.05)
+        # Only the worker on an event loop accepts: it holds all three.
+        assert cpu_time.connections_per_worker(supervisor.pid, port) == [3, 0]
+        assert cpu_time.connections_per_worker(supervisor.pid, port + 1) == [0, 0]
+    finally:
+        for client in clients:
+            client.close()
         supervisor.communicate("", timeout=30)
 
 
