@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -64,46 +65,50 @@ def cpu_time() -> ModuleType:
     return module
 
 
-def test_only_a_worker_whose_loop_watches_the_socket_counts(cpu_time: ModuleType) -> None:
-    supervisor = subprocess.Popen(
+@pytest.fixture
+def supervisor() -> Iterator[tuple[int, int]]:
+    """The supervisor above, started: its pid and its listening port."""
+    proc = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        assert supervisor.stdout is not None
-        assert supervisor.stdout.readline().startswith("ready ")
-        assert len(cpu_time.children(supervisor.pid)) == 2
-        assert cpu_time.accepting_workers(supervisor.pid) == 1
+        assert proc.stdout is not None
+        ready, port = proc.stdout.readline().split()
+        assert ready == "ready"
+        yield proc.pid, int(port)
     finally:
-        supervisor.communicate("", timeout=30)
+        proc.communicate("", timeout=30)
 
 
-def test_each_workers_connections_are_counted(cpu_time: ModuleType) -> None:
-    supervisor = subprocess.Popen(
-        [sys.executable, "-c", SUPERVISOR],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def test_only_a_worker_whose_loop_watches_the_socket_counts(
+    cpu_time: ModuleType, supervisor: tuple[int, int]
+) -> None:
+    pid, _ = supervisor
+    assert len(cpu_time.children(pid)) == 2
+    assert cpu_time.accepting_workers(pid) == 1
+
+
+def test_each_workers_connections_are_counted(
+    cpu_time: ModuleType, supervisor: tuple[int, int]
+) -> None:
+    pid, port = supervisor
     clients: list[socket.socket] = []
     try:
-        assert supervisor.stdout is not None
-        port = int(supervisor.stdout.readline().split()[1])
-        assert cpu_time.connections_per_worker(supervisor.pid, port) == [0, 0]
+        assert cpu_time.connections_per_worker(pid, port) == [0, 0]
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         deadline = time.monotonic() + 10
-        while sum(cpu_time.connections_per_worker(supervisor.pid, port)) < 3:
+        while sum(cpu_time.connections_per_worker(pid, port)) < 3:
             assert time.monotonic() < deadline, "the serving worker did not accept them"
             time.sleep(0.05)
         # Only the worker on an event loop accepts: it holds all three.
-        assert cpu_time.connections_per_worker(supervisor.pid, port) == [3, 0]
-        assert cpu_time.connections_per_worker(supervisor.pid, port + 1) == [0, 0]
+        assert cpu_time.connections_per_worker(pid, port) == [3, 0]
+        assert cpu_time.connections_per_worker(pid, port + 1) == [0, 0]
     finally:
         for client in clients:
             client.close()
-        supervisor.communicate("", timeout=30)
 
 
 def test_paysign_serve_workers_are_all_seen_accepting(cpu_time: ModuleType, tmp_path: Path) -> None:
