@@ -87,7 +87,7 @@ def test_a_later_batch_adds_to_what_is_known() -> None:
     known = KnownPayers()
     known.remember(read(plan, holder_of()))
     [reads] = known.reads_for([plan]) or []
-    later = PrefetchedStatements([reads], locked=False)
+    later = PrefetchedStatements([reads])
     later.add_spend(SpendTotal("acct-1", day, month, CAPS, 7))
     known.remember(later)
     [reads] = known.reads_for([plan]) or []

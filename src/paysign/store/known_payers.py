@@ -12,8 +12,8 @@ ago needs neither the read nor the lock:
   process may have added to them too: the totals here can only be low, and an approval checked
   on a low total is still guarded by the database, whose update refuses any total past a cap
   (the batch is then run again on locked reads). A cap refusal is only ever made on locked reads
-  (``signing_prefetch.NeedsLockedReads``): it quotes what was spent. An account a cap has just
-  refused is read with locks until a batch of theirs passes no cap.
+  (``signing_batch.BatchTransaction.capped``): it quotes what was spent. An account a cap has
+  just refused is read with locks until a batch of theirs passes no cap.
 
 A payer not found here, in another window or hour, or whose batch asks for anything more (the
 approvals queue, another rule's budget) is read as before (``signing_postgres_async``).
@@ -24,7 +24,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -107,9 +107,12 @@ class KnownPayers:
             known.fingerprint,
         )
 
-    def remember(self, statements: PrefetchedStatements) -> None:
+    def remember(
+        self, statements: PrefetchedStatements, capped: Collection[str] = frozenset()
+    ) -> None:
         """After the commit of a batch run on ``statements``: its payers as read, and what
-        their windows have spent with what the batch added."""
+        their windows have spent with what the batch added; ``capped``: the accounts a spend
+        cap refused a payment of, whose windows are read with locks again next time."""
         if len(self._holders) > MAX_REMEMBERED:
             self.clear()
         touched = dict(statements.touched)
@@ -126,7 +129,7 @@ class KnownPayers:
             if reads.spent is None or plan.windows is None or account in accounts:
                 continue
             accounts.add(account)
-            if account in statements.capped:
+            if account in capped:
                 self._forget_windows(account)  # at a cap: refusals are made on locked reads
             else:
                 self._read(account, reads)

@@ -184,6 +184,8 @@ class BatchTransaction:
         self._queues: dict[str, _Queue] = {}
         self._pending: list[PendingEntry] = []
         self._refusals: list[RefusalRecord] = []
+        #: The accounts a spend cap refused a payment of: what the refusal quoted was spent.
+        self.capped: set[str] = set()
 
     def key_holder(
         self, key_hash: bytes, now: int, ahead: ReadAhead | None = None
@@ -253,9 +255,13 @@ class BatchTransaction:
         for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
             limit = caps.limit_of(window.name)
             if limit is not None and spent_so_far + amount > limit:
-                return CapHit(window, limit, spent_so_far)
+                return self._refused(account_id, CapHit(window, limit, spent_so_far))
         windows.add(amount, caps)
         return None
+
+    def _refused(self, account_id: str, hit: CapHit) -> CapHit:
+        self.capped.add(account_id)
+        return hit
 
     def _reserve_in_memory(
         self,
@@ -275,12 +281,12 @@ class BatchTransaction:
                 spent_in_hour = self._sql.lock_hour(account_id, hour)
                 hourly = self._hours[(account_id, hour)] = HourWindow(spent_in_hour)
             if hourly.spent + amount > caps.hourly:
-                return CapHit(hour, caps.hourly, hourly.spent)
+                return self._refused(account_id, CapHit(hour, caps.hourly, hourly.spent))
         day, month = windows.day, windows.month
         for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
             limit = caps.limit_of(window.name)
             if limit is not None and spent_so_far + amount > limit:
-                return CapHit(window, limit, spent_so_far)
+                return self._refused(account_id, CapHit(window, limit, spent_so_far))
         sellers = []
         for rule, budget in budgets:
             key = (account_id, rule, day.start, month.start)
@@ -292,7 +298,7 @@ class BatchTransaction:
             for window, spent_so_far in ((day, seller.day_spent), (month, seller.month_spent)):
                 limit = budget.limit_of(window.name)
                 if limit is not None and spent_so_far + amount > limit:
-                    return CapHit(window, limit, spent_so_far, rule)
+                    return self._refused(account_id, CapHit(window, limit, spent_so_far, rule))
             sellers.append(seller)
         windows.add(amount, caps)
         if hourly is not None:

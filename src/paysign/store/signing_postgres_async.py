@@ -48,7 +48,6 @@ from paysign.store.postgres_statements import psycopg_style
 from paysign.store.read_ahead_hints import ReadAheadHints
 from paysign.store.signing_batch import BatchTransaction, FirstRead, ReservationLost
 from paysign.store.signing_prefetch import (
-    NeedsLockedReads,
     NotPrefetched,
     PayerReads,
     PlannedRead,
@@ -136,15 +135,18 @@ class TwoPhaseBatches:
     ) -> R:
         """``batch`` on ``found``, then its writes and ``COMMIT``: on locked reads, in the
         transaction they began; else in one of its own that first checks every holder is
-        unchanged (``_Stale`` when that, or a cap the stale totals let pass, fails it)."""
-        statements = PrefetchedStatements(found, locked=locked)
+        unchanged (``_Stale`` when that, or a cap the stale totals let pass, fails it, or when
+        a cap refuses a payment on those totals)."""
+        statements = PrefetchedStatements(found)
         tx = BatchTransaction(statements)
         plans = [reads.plan for reads in found]
         try:
             result = batch(tx)
+            if tx.capped and not locked:  # a refusal quotes what was spent: locked reads only
+                raise _Stale
             tx.flush()
-        except NeedsLockedReads as exc:
-            raise _Stale from exc
+        except _Stale:
+            raise
         except NotPrefetched as exc:
             if not locked:  # nothing was sent
                 raise _Stale from exc
@@ -166,7 +168,7 @@ class TwoPhaseBatches:
         except BaseException as exc:
             await self._failed(pipeline, exc, plans)
             raise
-        self._known.remember(statements)
+        self._known.remember(statements, capped=tx.capped)
         self.committed += 1
         if not locked:
             self.committed_on_known += 1

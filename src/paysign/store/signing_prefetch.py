@@ -18,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import Window, hour_window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
 from paysign.store import signing_sql as sql
-from paysign.store.policy_repo import RefusalRecord
 from paysign.store.postgres_statements import PostgresStatements, psycopg_style
 from paysign.store.repositories import KeyHolder, SignatureRecord
 from paysign.store.signing_batch import (
@@ -112,28 +110,19 @@ class _WriteRecorder:
         raise NotPrefetched("a read the batch did not plan")
 
 
-class NeedsLockedReads(NotPrefetched):
-    """A batch run on an earlier batch's reads refused a payment for a cap: what the windows
-    have spent may have moved since, so only locked reads may refuse it."""
-
-
 class PrefetchedStatements(PostgresStatements):
     """``SigningStatements`` over reads made ahead (``found``); ``writes`` holds the rest.
 
-    ``locked=False``: ``found`` are an earlier batch's reads, not locked, and what their
-    windows have spent may be stale; the database's guards still refuse any total past a cap,
-    and a cap refusal raises ``NeedsLockedReads`` (a refusal quotes what was spent)."""
+    ``found`` may be an earlier batch's reads (``known_payers``), whose windows' totals may be
+    stale: the database's guards still refuse any total past a cap."""
 
-    def __init__(self, found: Sequence[PayerReads], *, locked: bool = True) -> None:
+    def __init__(self, found: Sequence[PayerReads]) -> None:
         self.writes = _WriteRecorder()
         super().__init__(self.writes, psycopg_style)
         self.found = list(found)
-        self._locked = locked
         #: What the batch added to the windows, and the keys it marked used (to carry forward).
         self.added: list[SpendTotal | HourTotal | SellerTotal] = []
         self.touched: list[tuple[str, int]] = []
-        #: The accounts a cap refused a payment of (their next batch reads locked again).
-        self.capped: set[str] = set()
         self._found = {(r.plan.key_hash, r.plan.now): r for r in found}
         self._by_account: dict[str, list[PayerReads]] = {}
         for reads in found:
@@ -208,13 +197,6 @@ class PrefetchedStatements(PostgresStatements):
     def touch_keys(self, last_used: Sequence[tuple[str, int]]) -> None:
         self.touched.extend(last_used)
         super().touch_keys(last_used)
-
-    def insert_refusals(self, refusals: Sequence[RefusalRecord]) -> None:
-        capped = {r.account_id for r in refusals if r.reason == SpendCapExceeded.slug}
-        if capped and not self._locked:
-            raise NeedsLockedReads("a cap refusal on reads that were not locked")
-        self.capped.update(capped)
-        super().insert_refusals(refusals)
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
         """One statement for them all, whatever their number: it goes with the other writes."""

@@ -25,7 +25,24 @@ LEFT JOIN policies p ON p.account_id = k.account_id"""
 _LIVE_KEY = """k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
 AND EXISTS (SELECT 1 FROM accounts ka WHERE ka.id = k.account_id AND ka.disabled_at IS NULL)"""
 
-KEY_HOLDER = f"SELECT {_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
+
+def _holder_read(host_count: int, leading: str = "") -> str:
+    """KEY_HOLDER (no hosts) or ``key_holder_with_grants_sql``, ``leading`` columns first."""
+    if not host_count:
+        return f"SELECT {leading}{_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
+    return (
+        f"SELECT {leading}{_HOLDER_COLUMNS}, r.kind, r.host, r.path, r.cap_daily, r.cap_monthly"
+        f"{_KEY_HOLDER_FROM}\nLEFT JOIN policy_rules r ON r.account_id = k.account_id"
+        f" AND r.host IN ({_host_placeholders(host_count)})\nWHERE {_LIVE_KEY}\n"
+    )
+
+
+def _host_placeholders(host_count: int) -> str:
+    """``:h0, :h1, ...``: the hosts are bound parameters, only these names are interpolated."""
+    return ", ".join(f":h{i}" for i in range(host_count))
+
+
+KEY_HOLDER = _holder_read(0)
 
 # The same row for an account reached without an API key (an OAuth sign-in): no key columns.
 ACCOUNT_HOLDER = """
@@ -147,7 +164,7 @@ RETURNING "window", spent
 def lock_budget_windows_of_key_sql(host_count: int) -> str:
     """LOCK_SELLER_WINDOWS for every allow rule with a budget the key's holder has on one of
     ``host_count`` hosts: each rule's two windows locked (created at 0), with the rule."""
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    placeholders = _host_placeholders(host_count)
     return (
         'INSERT INTO seller_spend_windows (account_id, host, path, "window", start, spent)\n'
         "SELECT r.account_id, r.host, r.path, w.name, w.start, 0\n"
@@ -233,19 +250,12 @@ def key_holder_with_grants_sql(host_count: int) -> str:
     """The key holder's row once per rule of theirs on one of ``host_count`` hosts (the rule's
     kind, host and path last), or once with those three NULL: one round trip for both reads
     that every request makes first."""
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
-    return (
-        f"SELECT {_HOLDER_COLUMNS}, r.kind, r.host, r.path, r.cap_daily, r.cap_monthly"
-        f"{_KEY_HOLDER_FROM}\n"
-        f"LEFT JOIN policy_rules r ON r.account_id = k.account_id AND r.host IN ({placeholders})\n"
-        f"WHERE {_LIVE_KEY}\n"
-    )
+    return _holder_read(host_count)
 
 
 @lru_cache(maxsize=64)
 def grants_sql(host_count: int) -> str:
-    # Only generated placeholder names are interpolated; the hosts are bound parameters.
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
+    placeholders = _host_placeholders(host_count)
     return (
         "SELECT kind, host, path, cap_daily, cap_monthly FROM policy_rules "  # noqa: S608
         f"WHERE account_id = :account_id AND host IN ({placeholders})"
@@ -255,39 +265,29 @@ def grants_sql(host_count: int) -> str:
 # Everything a batch reads of a key's holder (but when the key was last used) and of their
 # rules on the hosts, as one digest: a batch that runs on what an earlier one read sends
 # ``guard_holder_unchanged_sql``, and any change since fails it (``known_payers``). PostgreSQL
-# only; the holder's and rules' columns go through one text form, NULLs included.
-_FINGERPRINT_COLUMNS = """k.id, k.account_id, w.id, w.address, w.sealed_key,
-       p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly, p.frozen, p.payee_rules, p.cap_hourly"""
+# only; the columns go through one text form, NULLs included. Derived from the holder's
+# columns, so that a column added to what is read is in the digest too.
+_FINGERPRINT_COLUMNS = _HOLDER_COLUMNS.replace("k.last_used_at, ", "")
 
 
 def _fingerprint(host_count: int) -> str:
-    if not host_count:
-        return f"sha256(convert_to(CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT), 'UTF8'))"
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
-    # Only generated placeholder names are interpolated; the hosts are bound parameters.
-    rule = "CAST(ROW(r.kind, r.host, r.path, r.cap_daily, r.cap_monthly) AS TEXT)"
-    rules = (
-        f"SELECT string_agg({rule}, ',' ORDER BY r.kind, r.host, r.path)"  # noqa: S608
-        f" FROM policy_rules r WHERE r.account_id = k.account_id AND r.host IN ({placeholders})"
-    )
-    text = f"CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT) || COALESCE(({rules}), '')"
+    text = f"CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT)"
+    if host_count:
+        rule = "CAST(ROW(r.kind, r.host, r.path, r.cap_daily, r.cap_monthly) AS TEXT)"
+        rules = (
+            f"SELECT string_agg({rule}, ',' ORDER BY r.kind, r.host, r.path)"  # noqa: S608
+            " FROM policy_rules r WHERE r.account_id = k.account_id"
+            f" AND r.host IN ({_host_placeholders(host_count)})"
+        )
+        text += f" || COALESCE(({rules}), '')"
     return f"sha256(convert_to({text}, 'UTF8'))"
 
 
 @lru_cache(maxsize=64)
 def fingerprinted_holder_sql(host_count: int) -> str:
-    """The holder's digest, then KEY_HOLDER's columns and (``host_count`` > 0) the rules'
-    as ``key_holder_with_grants_sql``: one statement, so the digest is of what was read."""
-    select = f"SELECT {_fingerprint(host_count)}, {_HOLDER_COLUMNS}"
-    if not host_count:
-        return f"{select}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
-    placeholders = ", ".join(f":h{i}" for i in range(host_count))
-    return (
-        f"{select}, r.kind, r.host, r.path, r.cap_daily, r.cap_monthly{_KEY_HOLDER_FROM}\n"
-        f"LEFT JOIN policy_rules r ON r.account_id = k.account_id AND r.host IN ({placeholders})\n"
-        f"WHERE {_LIVE_KEY}\n"
-    )
+    """The holder's digest, then what ``key_holder_with_grants_sql`` (or, with no hosts,
+    KEY_HOLDER) reads: one statement, so the digest is of what was read."""
+    return _holder_read(host_count, f"{_fingerprint(host_count)}, ")
 
 
 @lru_cache(maxsize=64)

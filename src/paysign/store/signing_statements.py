@@ -66,8 +66,7 @@ def signatures_json(records: Sequence[SignatureRecord]) -> str:
     for record in records:
         row = list(signature_row(record))
         for i in _BYTES_AT:
-            if row[i] is not None:
-                row[i] = "\\x" + row[i].hex()
+            row[i] = "\\x" + row[i].hex()
         rows.append(dict(zip(_JSON_KEYS, row, strict=True)))
     return orjson.dumps(rows).decode()
 
