@@ -1,5 +1,5 @@
 """A server's process tree, read from Linux's /proc: its CPU time, all its descendants
-(workers, signer processes) included, which of a supervisor's workers accept connections, and
+(workers, signer processes) included, which of a supervisor's workers take connections, and
 how many of its clients' connections each holds.
 
 It imports nothing from the rest of ``bench``: tests load it from its file.
@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 SIGNER_MODULE = b"paysign.custody.signer_worker"
+WORKER_MODULE = b"paysign.serving.worker"
 
 
 def own_cpu_seconds(pid: int) -> float | None:
@@ -46,13 +47,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def _is_signer(pid: int) -> bool:
     """Runs ``python -m paysign.custody.signer_worker`` (an argument, not any mention of it)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return SIGNER_MODULE in argv
+    return SIGNER_MODULE in _argv(pid)
 
 
 def signer_children(pid: int) -> list[int]:
@@ -103,10 +107,32 @@ def _epoll_watched_inodes(pid: int) -> set[int]:
     return inodes
 
 
+def workers(supervisor_pid: int) -> list[int]:
+    """The children of a supervisor that run ``python -m paysign.serving.worker``."""
+    return [child for child in children(supervisor_pid) if WORKER_MODULE in _argv(child)]
+
+
+def _channel_inode(worker_pid: int) -> int | None:
+    """The inode of the socket a worker is handed its connections on (its first argument)."""
+    argv = _argv(worker_pid)
+    try:
+        fd = int(argv[argv.index(WORKER_MODULE) + 1])
+        target = os.readlink(f"/proc/{worker_pid}/fd/{fd}")
+    except (ValueError, IndexError, OSError):
+        return None
+    if not target.startswith("socket:["):
+        return None
+    return int(target[len("socket:[") : -1])
+
+
 def accepting_workers(supervisor_pid: int) -> int:
-    """Children of a supervisor whose event loop watches its listening socket: ready ones."""
-    listening = _socket_inodes(supervisor_pid)
-    return sum(bool(listening & _epoll_watched_inodes(child)) for child in children(supervisor_pid))
+    """Workers of a supervisor whose event loop watches the socket they are handed their
+    connections on: ready ones."""
+    ready = 0
+    for worker in workers(supervisor_pid):
+        channel = _channel_inode(worker)
+        ready += channel is not None and channel in _epoll_watched_inodes(worker)
+    return ready
 
 
 def _established_inodes(port: int) -> set[int]:
@@ -123,13 +149,8 @@ def _established_inodes(port: int) -> set[int]:
 
 
 def connections_per_worker(supervisor_pid: int, port: int) -> list[int]:
-    """How many established connections to ``port`` each worker of a supervisor holds (its
-    children given the supervisor's sockets), most first; none for a lone server."""
+    """How many established connections to ``port`` each worker of a supervisor holds, most
+    first; none for a lone server."""
     established = _established_inodes(port)
-    listening = _socket_inodes(supervisor_pid)
-    counts = []
-    for child in children(supervisor_pid):
-        sockets = _socket_inodes(child)
-        if sockets & listening:
-            counts.append(len(established & sockets))
+    counts = [len(established & _socket_inodes(worker)) for worker in workers(supervisor_pid)]
     return sorted(counts, reverse=True)

@@ -3,9 +3,11 @@ worker processes of ``serve --workers N`` as /proc shows them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 from pathlib import Path
+from types import ModuleType
 
 from conftest import ServeProcess
 
@@ -47,3 +49,14 @@ def alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat").read_text()
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def bench_module(name: str) -> ModuleType:
+    """``bench/NAME.py`` loaded from its file: the ones that import nothing else of ``bench``
+    (``cpu_time``, which reads a server's workers off /proc)."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,11 +1,12 @@
-"""``paysign serve --workers 2`` as real processes: one port answered by two workers, a killed
-worker replaced with no request failing but the one it had taken, the reconciler in exactly
-one of them (the lease holder, taken over when it dies), SIGHUP swapping the workers with no
-request refused, caps exact across the workers."""
+"""``paysign serve --workers 2`` as real processes: one port answered by two workers, a burst of
+keep-alive connections shared evenly, a killed worker replaced with no request failing but the
+one it had taken, the reconciler in exactly one of them (the lease holder, taken over when it
+dies), SIGHUP swapping the workers with no request refused, caps exact across the workers."""
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from conftest import ok_json, paysign, signature_body
-from serving_support import Serve, alive, children
+from serving_support import Serve, alive, bench_module, children
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +125,28 @@ def cluster(sqlite_env: dict[str, str]) -> Iterator[tuple[Serve, str, str]]:
     server = Serve(sqlite_env, "--workers", "2")
     with server as url:
         yield server, url, key
+
+
+def test_a_burst_of_keep_alive_connections_is_shared_evenly(
+    cluster: tuple[Serve, str, str],
+) -> None:
+    server, _, _ = cluster
+    cpu_time = bench_module("cpu_time")
+    wait_for(lambda: cpu_time.accepting_workers(server.proc.pid) == 2, "both workers ready")
+    clients = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=10) for _ in range(16)]
+    try:
+        for client in clients:  # all open before the first request, as a pool opens them
+            client.connect()
+        for client in clients:
+            client.request("GET", "/healthz")
+            response = client.getresponse()
+            response.read()
+            assert response.status == 200
+        # Each worker serves half: none left idle while the other holds every connection.
+        assert cpu_time.connections_per_worker(server.proc.pid, server.port) == [8, 8]
+    finally:
+        for client in clients:
+            client.close()
 
 
 def test_a_killed_worker_is_replaced_and_its_lease_taken_over(

@@ -1,9 +1,8 @@
-"""bench/cpu_time.py tells a supervisor's workers that accept connections from the others."""
+"""bench/cpu_time.py tells a supervisor's workers that take connections from the others."""
 
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import os
 import socket
 import subprocess
@@ -15,42 +14,54 @@ from types import ModuleType
 
 import pytest
 
+from serving_support import bench_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
-# A worker serving the supervisor's socket on an event loop, and one only holding it.
+# Workers as the supervisor starts them (the module's name, then the channel's descriptor): one
+# whose event loop watches its channel and keeps what it is handed, one only holding it.
 SERVING = """
 import asyncio, socket, sys
-sock = socket.socket(fileno=int(sys.argv[1]))
+channel = socket.socket(fileno=int(sys.argv[2]))
+held = []
+def receive():
+    _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+    held.extend(socket.socket(fileno=fd) for fd in fds)
 async def main():
     loop = asyncio.get_running_loop()
-    await loop.create_server(asyncio.Protocol, sock=sock)
+    loop.add_reader(channel.fileno(), receive)
     print("serving", flush=True)
     await loop.run_in_executor(None, sys.stdin.read)
 asyncio.run(main())
 """
 HOLDING = """
 import socket, sys
-sock = socket.socket(fileno=int(sys.argv[1]))
+channel = socket.socket(fileno=int(sys.argv[2]))
 print("holding", flush=True)
 sys.stdin.read()
 """
+# Connections are handed to the serving worker only.
 SUPERVISOR = f"""
 import socket, subprocess, sys
-listener = socket.socket()
-listener.bind(("127.0.0.1", 0))
-listener.listen()
-fd = listener.fileno()
-workers = [
-    subprocess.Popen(
-        [sys.executable, "-c", code, str(fd)],
-        pass_fds=(fd,), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    for code in ({SERVING!r}, {HOLDING!r})
-]
+from paysign.serving.handoff import ConnectionHandoff, worker_channel
+listener = socket.create_server(("127.0.0.1", 0))
+handoff = ConnectionHandoff(listener)
+channels, workers = [], []
+for code in ({SERVING!r}, {HOLDING!r}):
+    ours, theirs = worker_channel()
+    workers.append(subprocess.Popen(
+        [sys.executable, "-c", code, "paysign.serving.worker", str(theirs.fileno())],
+        pass_fds=(theirs.fileno(),), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ))
+    theirs.close()
+    channels.append(ours)
 for worker in workers:
     worker.stdout.readline()
+handoff.route_to(channels[:1])
+handoff.start()
 print("ready", listener.getsockname()[1], flush=True)
 sys.stdin.read()
+handoff.stop()
 for worker in workers:
     worker.communicate("")
 """
@@ -58,11 +69,7 @@ for worker in workers:
 
 @pytest.fixture(scope="module")
 def cpu_time() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cpu_time", ROOT / "bench" / "cpu_time.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("cpu_time")
 
 
 @pytest.fixture
@@ -83,11 +90,11 @@ def supervisor() -> Iterator[tuple[int, int]]:
         proc.communicate("", timeout=30)
 
 
-def test_only_a_worker_whose_loop_watches_the_socket_counts(
+def test_only_a_worker_whose_loop_watches_its_channel_counts(
     cpu_time: ModuleType, supervisor: tuple[int, int]
 ) -> None:
     pid, _ = supervisor
-    assert len(cpu_time.children(pid)) == 2
+    assert len(cpu_time.workers(pid)) == 2
     assert cpu_time.accepting_workers(pid) == 1
 
 
@@ -103,7 +110,7 @@ def test_each_workers_connections_are_counted(
         while sum(cpu_time.connections_per_worker(pid, port)) < 3:
             assert time.monotonic() < deadline, "the serving worker did not accept them"
             time.sleep(0.05)
-        # Only the worker on an event loop accepts: it holds all three.
+        # Only the worker on an event loop is handed any: it holds all three.
         assert cpu_time.connections_per_worker(pid, port) == [3, 0]
         assert cpu_time.connections_per_worker(pid, port + 1) == [0, 0]
     finally:
@@ -137,12 +144,7 @@ def test_paysign_serve_workers_are_all_seen_accepting(cpu_time: ModuleType, tmp_
             assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-2000:]
             time.sleep(0.1)
-        workers = [
-            pid
-            for pid in cpu_time.children(serve.pid)
-            if b"paysign.serving.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ]
-        assert len(workers) == 2
+        assert len(cpu_time.workers(serve.pid)) == 2
         assert cpu_time.accepting_workers(serve.pid) == 2
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("GET", "/healthz")

@@ -10,16 +10,19 @@ dev chain's final save, the runtime's disposal) ran, and SIGINT became a Keyboar
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 from collections.abc import Callable
 from types import FrameType, TracebackType
+from typing import cast
 
 import uvicorn
 
 from paysign.background import start_background_jobs
 from paysign.bootstrap import Runtime
 from paysign.server_start import tune_gc_for_serving
+from paysign.serving.handed_connections import HandedConnections
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -55,26 +58,50 @@ class StopSignals:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_started: Callable[[], None] | None,
+        handed: socket.socket | None,
+    ) -> None:
         super().__init__(config)
         self._on_started = on_started
+        self._handed = handed
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
+        if self.started and self._handed is not None:
+            await self._serve_handed(self._handed)
         if self.started and self._on_started is not None:
             self._on_started()
+
+    async def _serve_handed(self, channel: socket.socket) -> None:
+        config = self.config
+
+        def factory() -> asyncio.Protocol:
+            # What uvicorn's own startup gives each connection's protocol (typed as a bare
+            # asyncio.Protocol class there too).
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state
+            )
+
+        handed = HandedConnections(asyncio.get_running_loop(), channel, factory)
+        await handed.start_serving()
+        # uvicorn's shutdown only closes its servers and waits for them to be closed.
+        self.servers.append(cast(asyncio.Server, handed))
 
 
 def serve(
     runtime: Runtime,
     stop: StopSignals,
     *,
-    sockets: list[socket.socket] | None = None,
+    handed: socket.socket | None = None,
     on_started: Callable[[], None] | None = None,
 ) -> None:
     """Serve until a stop signal, then stop the background jobs and dispose of the runtime
-    (the signer process, the database pools). ``sockets``: listen on these, not on
-    ``settings.host``/``port``; ``on_started``: called once the server accepts connections."""
+    (the signer process, the database pools). ``handed``: serve the connections a supervisor
+    hands over this channel (``handoff``), listening on no port; ``on_started``: called once
+    the server takes connections."""
     from paysign.app import create_app
 
     settings = runtime.settings
@@ -93,11 +120,12 @@ def serve(
                 lifespan="off",
                 **settings.uvicorn_proxy_options(),
             )
-            server = _Server(config, on_started)
+            server = _Server(config, on_started, handed)
             stop.server = server
             server.should_exit = stop.requested
             tune_gc_for_serving()
-            server.run(sockets=sockets)
+            # An empty list for a worker, which listens on no port: given None, uvicorn binds one.
+            server.run(sockets=None if handed is None else [])
         finally:
             stop_jobs()
     finally:

@@ -1,18 +1,18 @@
 """``paysign serve --workers N``: a supervisor process and N worker processes on one port.
 
-The supervisor binds the listening socket once and hands it to each worker, started as a fresh
-interpreter (``python -m paysign.serving.worker``) with the socket's descriptor passed
-(``pass_fds``). Not fork: the supervisor runs the dev chain's threads, and a forked child would
-inherit their locks half-taken. Not SO_REUSEPORT with each worker binding: with one shared
-socket the kernel's queue of pending connections outlives any one worker, so a worker that is
-killed or replaced leaves its share of the queue to the others instead of refusing it, and a
-graceful restart needs no second bind.
+The supervisor binds the listening socket once, accepts on it, and hands each connection to its
+ready workers in turn (``handoff``). A worker is a fresh interpreter (``python -m
+paysign.serving.worker``) given its end of a Unix socket to receive them on (``pass_fds``). Not
+fork: the supervisor runs the dev chain's threads, and a forked child would inherit their locks
+half-taken. Not SO_REUSEPORT with each worker binding: with one socket the kernel's queue of
+pending connections outlives any one worker, so a worker that is killed or replaced leaves no
+share of the queue to be refused, and a graceful restart needs no second bind.
 
 - A worker that dies is started again, after 0.5 s doubling to 30 s while its successors keep
   dying young, so a crash loop does not spin.
-- SIGHUP: a fresh set of workers is started; once every one of them accepts connections the old
-  ones get SIGTERM and drain (uvicorn finishes their requests in flight). Should a new one die
-  before it is ready, the old set stays.
+- SIGHUP: a fresh set of workers is started; once every one of them is ready, connections go to
+  them, and the old ones get SIGTERM and drain (uvicorn finishes their requests in flight).
+  Should a new one die before it is ready, the old set stays.
 - SIGTERM or SIGINT: every worker gets SIGTERM and drains; ``run`` returns 0 once all have
   exited, and the caller stops the dev chain.
 """
@@ -32,6 +32,7 @@ from types import FrameType
 import structlog
 
 from paysign.metrics import worker_exited
+from paysign.serving.handoff import ConnectionHandoff, worker_channel
 from paysign.serving.process import StopSignals
 
 log = structlog.get_logger("paysign.supervisor")
@@ -41,7 +42,7 @@ SHORT_LIFE_SECONDS = 10.0
 FIRST_RESTART_DELAY = 0.5
 MAX_RESTART_DELAY = 30.0
 TICK_SECONDS = 0.1
-#: A worker is run as ``WORKER_COMMAND LISTEN_FD READY_FD SUPERVISOR_PID``.
+#: A worker is run as ``WORKER_COMMAND CHANNEL_FD READY_FD SUPERVISOR_PID``.
 WORKER_COMMAND = (sys.executable, "-m", "paysign.serving.worker")
 
 
@@ -51,6 +52,8 @@ class Worker:
     generation: int
     process: subprocess.Popen[bytes]
     ready_fd: int
+    #: The supervisor's end of the socket the worker's connections are handed over.
+    channel: socket.socket
     started_at: float
     ready: bool = False
     retiring: bool = False
@@ -92,9 +95,11 @@ class Supervisor:
         self.slots = [_Slot() for _ in range(workers)]
         self._reload_requested = False
         self._pending_generation: int | None = None
+        self.handoff = ConnectionHandoff(listener)
 
     def run(self) -> int:
         previous = signal.signal(signal.SIGHUP, self._on_hangup)
+        self.handoff.start()
         try:
             for slot in range(self.count):
                 self._spawn(slot, self.generation)
@@ -103,6 +108,7 @@ class Supervisor:
                 time.sleep(TICK_SECONDS)
             self._stop_all()
         finally:
+            self.handoff.stop()
             signal.signal(signal.SIGHUP, previous)
         return 0
 
@@ -112,19 +118,20 @@ class Supervisor:
     def _spawn(self, slot: int, generation: int) -> Worker:
         ready_read, ready_write = os.pipe()
         os.set_blocking(ready_read, False)
-        command = [
-            *self.command,
-            str(self.listener.fileno()),
-            str(ready_write),
-            str(os.getpid()),
-        ]
+        ours, theirs = worker_channel()
+        command = [*self.command, str(theirs.fileno()), str(ready_write), str(os.getpid())]
         try:
             process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
-                command, env=self.env, pass_fds=(self.listener.fileno(), ready_write)
+                command, env=self.env, pass_fds=(theirs.fileno(), ready_write)
             )
+        except BaseException:
+            ours.close()
+            os.close(ready_read)
+            raise
         finally:
             os.close(ready_write)
-        worker = Worker(slot, generation, process, ready_read, time.monotonic())
+            theirs.close()
+        worker = Worker(slot, generation, process, ready_read, ours, time.monotonic())
         self.workers.append(worker)
         log.info("worker_started", pid=process.pid, slot=slot, generation=generation)
         return worker
@@ -153,9 +160,23 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             if os.read(worker.ready_fd, 1):
                 worker.ready = True
+                log.info("worker_ready", pid=worker.pid, generation=worker.generation)
+                self._route()
+
+    def _route(self) -> None:
+        """Connections to the ready workers of the current generation, none to a retiring one."""
+        self.handoff.route_to(
+            [
+                w.channel
+                for w in self.workers
+                if w.ready and not w.retiring and w.generation == self.generation
+            ]
+        )
 
     def _reap(self, worker: Worker) -> None:
         self.workers.remove(worker)
+        self._route()
+        worker.channel.close()
         os.close(worker.ready_fd)
         worker_exited(worker.pid)
         status = worker.process.returncode
@@ -182,11 +203,12 @@ class Supervisor:
         new = [w for w in self.workers if w.generation == pending]
         if len(new) < self.count or not all(w.ready for w in new):
             return
+        self.generation = pending
+        self._pending_generation = None
+        self._route()  # the new workers take the connections before the old ones stop
         for worker in self.workers:
             if worker.generation != pending:
                 self._retire(worker)
-        self.generation = pending
-        self._pending_generation = None
         for state in self.slots:
             state.failures, state.restart_at = 0, None
         log.info("graceful_restart_done", generation=pending)
@@ -199,10 +221,12 @@ class Supervisor:
 
     def _retire(self, worker: Worker) -> None:
         worker.retiring = True
+        self._route()  # before the signal: a draining worker takes no new connection
         with contextlib.suppress(ProcessLookupError):
             worker.process.send_signal(signal.SIGTERM)
 
     def _stop_all(self) -> None:
+        self.handoff.stop()
         for worker in self.workers:
             self._retire(worker)
         while self.workers:

@@ -1,10 +1,11 @@
 """One worker of ``paysign serve --workers N``, started by the supervisor:
 
-    python -m paysign.serving.worker LISTEN_FD READY_FD SUPERVISOR_PID
+    python -m paysign.serving.worker CHANNEL_FD READY_FD SUPERVISOR_PID
 
 It builds a runtime of its own (its own database pools, its own signer process), joins the dev
-chain the supervisor runs, serves on the inherited listening socket, writes one byte to
-READY_FD once it accepts connections, and stops as ``paysign serve`` does on SIGTERM/SIGINT.
+chain the supervisor runs, serves the connections the supervisor hands it over CHANNEL_FD
+(``handoff``), writes one byte to READY_FD once it takes them, and stops as ``paysign serve``
+does on SIGTERM/SIGINT.
 It gets SIGTERM when the supervisor dies, so it never outlives it.
 """
 
@@ -36,21 +37,21 @@ def _die_with(supervisor_pid: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    listen_fd, ready_fd, supervisor_pid = (int(arg) for arg in argv)
+    channel_fd, ready_fd, supervisor_pid = (int(arg) for arg in argv)
     _die_with(supervisor_pid)
     # What it creates in the data directory (the metrics' files among them) is private from
     # the start, not tightened afterwards.
     os.umask(0o077)
     settings = Settings()
     configure_logging(settings.log_level)
-    listener = socket.socket(fileno=listen_fd)
+    channel = socket.socket(fileno=channel_fd)
 
     def ready() -> None:
         os.write(ready_fd, b"1")
         os.close(ready_fd)
 
     with StopSignals() as stop, sandbox_chain(settings) as settings:
-        serve(build_runtime(settings), stop, sockets=[listener], on_started=ready)
+        serve(build_runtime(settings), stop, handed=channel, on_started=ready)
     return 0
 
 
