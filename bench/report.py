@@ -115,7 +115,7 @@ def report_http(
             label = server_label(name, "paysign")
             print(
                 f"\nConnections each worker held halfway through each round ({label}): "
-                f"{rounds_text}. A worker keeps every connection it accepts."
+                f"{rounds_text}. A worker keeps every connection it is handed."
             )
     for note in POLICY_NOTE:
         print(f"\nOur endpoint ran with the {note}.")
