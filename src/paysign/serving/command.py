@@ -83,8 +83,9 @@ LISTEN_BACKLOG = 2048
 
 
 def _bind(settings: Settings) -> socket.socket:
-    """The listening socket every worker accepts on. Listening from the start: connections
-    queue while no worker is ready yet (at start, or while a crashed one comes back)."""
+    """The listening socket the supervisor accepts on for its workers. Listening from the
+    start: connections queue while no worker is ready yet (at start, or while a crashed one
+    comes back)."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
