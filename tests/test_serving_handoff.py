@@ -22,7 +22,7 @@ class FakeWorker:
 
     def take(self, n: int) -> list[socket.socket]:
         """The next ``n`` connections handed over (fails after 5 s without one)."""
-        got = []
+        got: list[socket.socket] = []
         for _ in range(n):
             _, fds, _, _ = socket.recv_fds(self.end, 1, 1)
             got.extend(socket.socket(fileno=fd) for fd in fds)
@@ -44,141 +44,110 @@ class FakeWorker:
             sock.close()
 
 
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    with socket.create_server(("127.0.0.1", 0)) as sock:
-        yield sock
+class Port:
+    """A listening socket, the supervisor's hand-off on it (not started), three fake workers and
+    the clients connected so far."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.handoff = ConnectionHandoff(self.listener)
+        self.workers = [FakeWorker() for _ in range(3)]
+        self.clients: list[socket.socket] = []
+
+    def connect(self, n: int = 1) -> None:
+        address = self.listener.getsockname()
+        self.clients.extend(socket.create_connection(address, timeout=5) for _ in range(n))
+
+    def client_names(self) -> set[tuple[str, int]]:
+        return {client.getsockname() for client in self.clients}
+
+    def close(self) -> None:
+        self.handoff.stop()
+        for worker in self.workers:
+            worker.close()
+        for sock in (*self.clients, self.listener):
+            sock.close()
 
 
 @pytest.fixture
-def handoff(listener: socket.socket) -> Iterator[ConnectionHandoff]:
-    handoff = ConnectionHandoff(listener)
-    handoff.start()
-    yield handoff
-    handoff.stop()
-
-
-@pytest.fixture
-def workers() -> Iterator[list[FakeWorker]]:
-    made = [FakeWorker() for _ in range(3)]
+def port() -> Iterator[Port]:
+    """A ``Port`` whose hand-off is started."""
+    made = Port()
+    made.handoff.start()
     yield made
-    for worker in made:
-        worker.close()
-
-
-@pytest.fixture
-def clients() -> Iterator[list[socket.socket]]:
-    """Connect more with ``connect(clients, listener)``; all are closed after the test."""
-    opened: list[socket.socket] = []
-    yield opened
-    for client in opened:
-        client.close()
-
-
-def connect(clients: list[socket.socket], listener: socket.socket, n: int = 1) -> None:
-    clients.extend(socket.create_connection(listener.getsockname(), timeout=5) for _ in range(n))
+    made.close()
 
 
 def peers(connections: list[socket.socket]) -> set[tuple[str, int]]:
     return {conn.getpeername() for conn in connections}
 
 
-def names(clients: list[socket.socket]) -> set[tuple[str, int]]:
-    return {client.getsockname() for client in clients}
-
-
-def test_a_burst_of_connections_is_handed_to_the_workers_in_turn(
-    listener: socket.socket,
-    handoff: ConnectionHandoff,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    first, second, _ = workers
-    handoff.route_to([first.channel, second.channel])
-    connect(clients, listener, 8)
+def test_a_burst_of_connections_is_handed_to_the_workers_in_turn(port: Port) -> None:
+    first, second, _ = port.workers
+    port.handoff.route_to([first.channel, second.channel])
+    port.connect(8)
 
     to_first, to_second = first.take(4), second.take(4)
 
     assert first.nothing_pending() and second.nothing_pending()
-    assert peers(to_first) | peers(to_second) == names(clients)
+    assert peers(to_first) | peers(to_second) == port.client_names()
     # Each is the client's own connection, ready to serve.
-    for client in clients:
+    for client in port.clients:
         client.sendall(b"ping")
     for conn in to_first + to_second:
         conn.settimeout(5)
         assert conn.recv(4) == b"ping"
 
 
-def test_nothing_is_accepted_while_no_worker_is_ready(
-    listener: socket.socket,
-    handoff: ConnectionHandoff,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    worker = workers[0]
-    connect(clients, listener, 2)  # they wait in the kernel's queue
+def test_nothing_is_accepted_while_no_worker_is_ready(port: Port) -> None:
+    worker = port.workers[0]
+    port.connect(2)  # they wait in the kernel's queue
     assert worker.nothing_pending()
 
-    handoff.route_to([worker.channel])
+    port.handoff.route_to([worker.channel])
 
-    assert peers(worker.take(2)) == names(clients)
+    assert peers(worker.take(2)) == port.client_names()
 
 
-def test_a_dead_workers_share_goes_to_the_others(
-    listener: socket.socket,
-    handoff: ConnectionHandoff,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    alive, dead, _ = workers
+def test_a_dead_workers_share_goes_to_the_others(port: Port) -> None:
+    alive, dead, _ = port.workers
     dead.end.close()  # killed: its end of the channel is gone
-    handoff.route_to([dead.channel, alive.channel])
-    connect(clients, listener, 4)
+    port.handoff.route_to([dead.channel, alive.channel])
+    port.connect(4)
 
-    assert peers(alive.take(4)) == names(clients)
+    assert peers(alive.take(4)) == port.client_names()
 
 
-def test_a_worker_routed_away_is_handed_nothing_more(
-    listener: socket.socket,
-    handoff: ConnectionHandoff,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    retiring, first, second = workers
-    handoff.route_to([retiring.channel])
-    connect(clients, listener)
+def test_a_worker_routed_away_is_handed_nothing_more(port: Port) -> None:
+    retiring, first, second = port.workers
+    port.handoff.route_to([retiring.channel])
+    port.connect()
     assert len(retiring.take(1)) == 1
 
-    handoff.route_to([first.channel, second.channel])  # a graceful restart's new workers
-    connect(clients, listener, 4)
+    port.handoff.route_to([first.channel, second.channel])  # a graceful restart's new workers
+    port.connect(4)
 
     assert len(first.take(2)) == len(second.take(2)) == 2
     assert retiring.nothing_pending()
 
 
-def test_after_stop_no_connection_is_accepted(
-    listener: socket.socket,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    worker = workers[0]
-    handoff = ConnectionHandoff(listener)
-    handoff.route_to([worker.channel])
-    handoff.start()
-    handoff.stop()
+def test_after_stop_no_connection_is_accepted() -> None:
+    port = Port()  # its hand-off started here, then stopped
+    try:
+        worker = port.workers[0]
+        port.handoff.route_to([worker.channel])
+        port.handoff.start()
+        port.handoff.stop()
 
-    connect(clients, listener)
+        port.connect()
 
-    assert worker.nothing_pending()
+        assert worker.nothing_pending()
+    finally:
+        port.close()
 
 
-def test_a_full_worker_is_passed_over(
-    listener: socket.socket,
-    handoff: ConnectionHandoff,
-    workers: list[FakeWorker],
-    clients: list[socket.socket],
-) -> None:
-    stuck, free, _ = workers
+def test_a_full_worker_is_passed_over(port: Port) -> None:
+    stuck, free, _ = port.workers
     # A worker that stopped reading its channel: its socket's buffer fills up.
     stuck.channel.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     filled = 0
@@ -189,7 +158,7 @@ def test_a_full_worker_is_passed_over(
         except BlockingIOError:
             break
     assert filled > 0
-    handoff.route_to([stuck.channel, free.channel])
-    connect(clients, listener, 3)
+    port.handoff.route_to([stuck.channel, free.channel])
+    port.connect(3)
 
-    assert peers(free.take(3)) == names(clients)
+    assert peers(free.take(3)) == port.client_names()
