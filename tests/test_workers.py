@@ -131,8 +131,8 @@ def test_a_burst_of_keep_alive_connections_is_shared_evenly(
     cluster: tuple[Serve, str, str],
 ) -> None:
     server, _, _ = cluster
-    cpu_time = bench_module("cpu_time")
-    wait_for(lambda: cpu_time.accepting_workers(server.proc.pid) == 2, "both workers ready")
+    # Logged once the supervisor hands the worker connections.
+    wait_for(lambda: server.output().count(b"worker_ready") == 2, "both workers ready")
     clients = [http.client.HTTPConnection("127.0.0.1", server.port, timeout=10) for _ in range(16)]
     try:
         for client in clients:  # all open before the first request, as a pool opens them
@@ -143,6 +143,7 @@ def test_a_burst_of_keep_alive_connections_is_shared_evenly(
             response.read()
             assert response.status == 200
         # Each worker serves half: none left idle while the other holds every connection.
+        cpu_time = bench_module("cpu_time")
         assert cpu_time.connections_per_worker(server.proc.pid, server.port) == [8, 8]
     finally:
         for client in clients:

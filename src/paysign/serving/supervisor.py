@@ -160,8 +160,8 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             if os.read(worker.ready_fd, 1):
                 worker.ready = True
-                log.info("worker_ready", pid=worker.pid, generation=worker.generation)
                 self._route()
+                log.info("worker_ready", pid=worker.pid, generation=worker.generation)
 
     def _route(self) -> None:
         """Connections to the ready workers of the current generation, none to a retiring one."""
