@@ -5,6 +5,9 @@ sockets: a listening TCP socket, and for each worker the pair of Unix sockets it
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -162,3 +165,53 @@ def test_a_full_worker_is_passed_over(port: Port) -> None:
     port.connect(3)
 
     assert peers(free.take(3)) == port.client_names()
+
+
+# Out of descriptors, then given some back: the hand-off must outlive the failed accepts.
+OUT_OF_DESCRIPTORS = """
+import os, socket, sys
+from paysign.serving.handoff import ConnectionHandoff, worker_channel
+listener = socket.create_server(("127.0.0.1", 0))
+ours, theirs = worker_channel()
+handoff = ConnectionHandoff(listener)
+handoff.route_to([ours])
+spare = []
+while True:
+    try:
+        spare.append(os.dup(0))
+    except OSError:
+        break
+handoff.start()
+print(listener.getsockname()[1], flush=True)
+sys.stdin.readline()  # the client has connected, and accept() failed meanwhile
+for fd in spare:
+    os.close(fd)
+theirs.settimeout(10)
+_, fds, _, _ = socket.recv_fds(theirs, 1, 1)
+print("handed", len(fds), flush=True)
+handoff.stop()
+"""
+
+
+def test_a_failed_accept_is_logged_and_tried_again() -> None:
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", limit + OUT_OF_DESCRIPTORS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    port = int(child.stdout.readline())
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        time.sleep(0.5)  # a few accept attempts fail: no descriptor for the connection
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        logged = []  # structlog's default configuration: its lines on stdout
+        while not (line := child.stdout.readline()).startswith("handed"):
+            assert line, "the connection was never handed over"
+            logged.append(line)
+        assert line.split() == ["handed", "1"]
+    child.communicate(timeout=30)
+    assert any("accept_failed" in entry and "EMFILE" in entry for entry in logged)

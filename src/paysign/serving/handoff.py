@@ -40,10 +40,10 @@ log = structlog.get_logger("paysign.supervisor")
 POLL_SECONDS = 0.1
 #: How long an accepted connection waits for a worker to take it before it is closed.
 HANDOFF_PATIENCE_SECONDS = 5.0
-#: accept() errors that concern one connection (or a moment's shortage), not the socket.
-_PASSING_ERRORS = frozenset(
-    {errno.ECONNABORTED, errno.EPROTO, errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-)
+#: accept() errors about one connection, gone already: the next is accepted at once. After any
+#: other (out of descriptors or memory) the connection is still queued: accepting again at once
+#: would only spin.
+_CONNECTION_GONE = frozenset({errno.ECONNABORTED, errno.EPROTO})
 
 
 def worker_channel() -> tuple[socket.socket, socket.socket]:
@@ -99,7 +99,7 @@ class ConnectionHandoff:
                 continue
             except OSError as exc:
                 log.warning("accept_failed", error=errno.errorcode.get(exc.errno or 0, "?"))
-                if exc.errno not in _PASSING_ERRORS:
+                if exc.errno not in _CONNECTION_GONE:
                     time.sleep(POLL_SECONDS)
                 continue
             with connection:
