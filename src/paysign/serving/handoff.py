@@ -102,8 +102,11 @@ class ConnectionHandoff:
                 if exc.errno not in _CONNECTION_GONE:
                     time.sleep(POLL_SECONDS)
                 continue
-            with connection:
-                self._hand_over(connection)
+            try:
+                with connection:
+                    self._hand_over(connection)
+            except Exception:  # this connection is lost; the next ones must not be
+                log.exception("handoff_failed")
 
     def _hand_over(self, connection: socket.socket) -> None:
         deadline = time.monotonic() + HANDOFF_PATIENCE_SECONDS
