@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
-from paysign.serving.handoff import ConnectionHandoff, worker_channel
+from paysign.serving.handoff import HANDOFF_PATIENCE_SECONDS, ConnectionHandoff, worker_channel
 
 
 class FakeWorker:
@@ -51,9 +52,9 @@ class Port:
     """A listening socket, the supervisor's hand-off on it (not started), three fake workers and
     the clients connected so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, patience: float = HANDOFF_PATIENCE_SECONDS) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.handoff = ConnectionHandoff(self.listener)
+        self.handoff = ConnectionHandoff(self.listener, patience=patience)
         self.workers = [FakeWorker() for _ in range(3)]
         self.clients: list[socket.socket] = []
 
@@ -121,6 +122,23 @@ def test_a_dead_workers_share_goes_to_the_others(port: Port) -> None:
     assert peers(alive.take(4)) == port.client_names()
 
 
+def test_a_connection_no_worker_takes_is_closed_and_logged() -> None:
+    port = Port(patience=0.3)
+    try:
+        dead = port.workers[0]
+        dead.end.close()
+        with capture_logs() as logged:
+            port.handoff.route_to([dead.channel])  # it died before the supervisor noticed
+            port.handoff.start()
+            port.connect()
+            client = port.clients[0]
+            # Closed by the supervisor once its patience ran out: the client reads the end.
+            assert client.recv(1) == b""
+        assert any(entry["event"] == "connection_not_handed_over" for entry in logged)
+    finally:
+        port.close()
+
+
 def test_a_worker_routed_away_is_handed_nothing_more(port: Port) -> None:
     retiring, first, second = port.workers
     port.handoff.route_to([retiring.channel])
@@ -170,7 +188,7 @@ def test_a_full_worker_is_passed_over(port: Port) -> None:
 # Out of descriptors, then given some back: the hand-off must outlive the failed accepts.
 OUT_OF_DESCRIPTORS = """
 import os, socket, sys
-from paysign.serving.handoff import ConnectionHandoff, worker_channel
+from paysign.serving.handoff import HANDOFF_PATIENCE_SECONDS, ConnectionHandoff, worker_channel
 listener = socket.create_server(("127.0.0.1", 0))
 ours, theirs = worker_channel()
 handoff = ConnectionHandoff(listener)

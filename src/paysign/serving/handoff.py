@@ -40,6 +40,8 @@ log = structlog.get_logger("paysign.supervisor")
 POLL_SECONDS = 0.1
 #: How long an accepted connection waits for a worker to take it before it is closed.
 HANDOFF_PATIENCE_SECONDS = 5.0
+#: The pause between two tries to hand one connection over.
+RETRY_SECONDS = 0.01
 #: accept() errors about one connection, gone already: the next is accepted at once. After any
 #: other (out of descriptors or memory) the connection is still queued: accepting again at once
 #: would only spin.
@@ -55,10 +57,13 @@ def worker_channel() -> tuple[socket.socket, socket.socket]:
 
 class ConnectionHandoff:
     """Accepts on ``listener`` in a thread of its own and sends each connection to the next of
-    the channels ``route_to`` names."""
+    the channels ``route_to`` names; one that none takes within ``patience`` seconds is closed."""
 
-    def __init__(self, listener: socket.socket) -> None:
+    def __init__(
+        self, listener: socket.socket, *, patience: float = HANDOFF_PATIENCE_SECONDS
+    ) -> None:
         self._listener = listener
+        self._patience = patience
         self._targets: list[socket.socket] = []
         self._next = 0
         # Held while a connection is sent: once route_to returns, no send to a channel it
@@ -109,16 +114,14 @@ class ConnectionHandoff:
                 log.exception("handoff_failed")
 
     def _hand_over(self, connection: socket.socket) -> None:
-        deadline = time.monotonic() + HANDOFF_PATIENCE_SECONDS
-        while not self._stopping.is_set():
-            if self._send(connection):
+        deadline = time.monotonic() + self._patience
+        # Every worker refused it (full or gone) or none is ready: the supervisor routes anew
+        # within a tick of a worker's death or readiness.
+        while not self._send(connection):
+            if time.monotonic() > deadline or self._stopping.wait(RETRY_SECONDS):
+                # The client sees its connection closed, as it would had the server gone.
+                log.warning("connection_not_handed_over")
                 return
-            if time.monotonic() > deadline:
-                break
-            self._routable.wait(POLL_SECONDS)
-            time.sleep(0.01)
-        # The client sees its connection closed, as it would had the server gone.
-        log.warning("connection_not_handed_over")
 
     def _send(self, connection: socket.socket) -> bool:
         with self._lock:

@@ -142,11 +142,7 @@ class TwoPhaseBatches:
         plans = [reads.plan for reads in found]
         try:
             result = batch(tx)
-            if tx.capped and not locked:  # a refusal quotes what was spent: locked reads only
-                raise _Stale
             tx.flush()
-        except _Stale:
-            raise
         except NotPrefetched as exc:
             if not locked:  # nothing was sent
                 raise _Stale from exc
@@ -155,6 +151,8 @@ class TwoPhaseBatches:
         except BaseException as exc:
             await self._failed(pipeline, exc, plans, roll_back=locked)
             raise
+        if tx.capped and not locked:  # a refusal quotes what was spent: locked reads only
+            raise _Stale  # nothing was sent: the writes are only recorded so far
         commands = _write_commands(statements)
         if not locked:
             commands = [Command("BEGIN"), *_guard_commands(found), *commands]

@@ -11,9 +11,16 @@ from functools import lru_cache
 
 from paysign.store.repositories import SIGNATURE_COLUMNS
 
-_HOLDER_COLUMNS = """k.id, k.account_id, k.last_used_at, w.id, w.address, w.sealed_key,
-       p.approval, p.premium, p.standard, p.open_ecosystem,
-       p.cap_per_payment, p.cap_daily, p.cap_monthly, p.frozen, p.payee_rules, p.cap_hourly"""
+#: A key's holder as read, in the order its row is taken apart.
+_HOLDER = (
+    "k.id", "k.account_id", "k.last_used_at", "w.id", "w.address", "w.sealed_key",
+    "p.approval", "p.premium", "p.standard", "p.open_ecosystem", "p.cap_per_payment",
+    "p.cap_daily", "p.cap_monthly", "p.frozen", "p.payee_rules", "p.cap_hourly",
+)  # fmt: skip
+_HOLDER_COLUMNS = ", ".join(_HOLDER)
+#: A rule as read with its holder, in the order its row is taken apart.
+_RULE = ("kind", "host", "path", "cap_daily", "cap_monthly")
+_RULE_COLUMNS = ", ".join(f"r.{column}" for column in _RULE)
 
 _KEY_HOLDER_FROM = """
 FROM api_keys k
@@ -31,7 +38,7 @@ def _holder_read(host_count: int, leading: str = "") -> str:
     if not host_count:
         return f"SELECT {leading}{_HOLDER_COLUMNS}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}\n"
     return (
-        f"SELECT {leading}{_HOLDER_COLUMNS}, r.kind, r.host, r.path, r.cap_daily, r.cap_monthly"
+        f"SELECT {leading}{_HOLDER_COLUMNS}, {_RULE_COLUMNS}"
         f"{_KEY_HOLDER_FROM}\nLEFT JOIN policy_rules r ON r.account_id = k.account_id"
         f" AND r.host IN ({_host_placeholders(host_count)})\nWHERE {_LIVE_KEY}\n"
     )
@@ -257,7 +264,7 @@ def key_holder_with_grants_sql(host_count: int) -> str:
 def grants_sql(host_count: int) -> str:
     placeholders = _host_placeholders(host_count)
     return (
-        "SELECT kind, host, path, cap_daily, cap_monthly FROM policy_rules "  # noqa: S608
+        f"SELECT {', '.join(_RULE)} FROM policy_rules "  # noqa: S608
         f"WHERE account_id = :account_id AND host IN ({placeholders})"
     )
 
@@ -267,13 +274,13 @@ def grants_sql(host_count: int) -> str:
 # ``guard_holder_unchanged_sql``, and any change since fails it (``known_payers``). PostgreSQL
 # only; the columns go through one text form, NULLs included. Derived from the holder's
 # columns, so that a column added to what is read is in the digest too.
-_FINGERPRINT_COLUMNS = _HOLDER_COLUMNS.replace("k.last_used_at, ", "")
+_FINGERPRINT_COLUMNS = ", ".join(column for column in _HOLDER if column != "k.last_used_at")
 
 
 def _fingerprint(host_count: int) -> str:
     text = f"CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT)"
     if host_count:
-        rule = "CAST(ROW(r.kind, r.host, r.path, r.cap_daily, r.cap_monthly) AS TEXT)"
+        rule = f"CAST(ROW({_RULE_COLUMNS}) AS TEXT)"
         rules = (
             f"SELECT string_agg({rule}, ',' ORDER BY r.kind, r.host, r.path)"  # noqa: S608
             " FROM policy_rules r WHERE r.account_id = k.account_id"
