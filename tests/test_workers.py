@@ -185,7 +185,9 @@ def test_a_killed_worker_is_replaced_and_its_lease_taken_over(
 
     killed_mid_request = traffic.failures[:at_death]
     assert len(killed_mid_request) <= 1
-    assert all(f.startswith("RemoteProtocolError") for f in killed_mid_request)
+    # Closed, or reset when the request was still unread in the dead worker's socket.
+    dropped = ("RemoteProtocolError", "ReadError('[Errno 104] Connection reset by peer')")
+    assert all(f.startswith(dropped) for f in killed_mid_request), killed_mid_request
     assert traffic.failures[at_death:] == []
     assert set(traffic.statuses) == {200}
     assert b"worker_died" in server.output()

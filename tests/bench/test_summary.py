@@ -80,7 +80,7 @@ def test_a_run_meeting_every_goal_passes_them_all(summary: ModuleType) -> None:
         (
             "ceiling",
             {"rps": 17_000},
-            "SQLite (durable, synchronous=FULL) ≥ 55% of the bare Starlette ceiling",
+            "SQLite (durable) ≥ 55% of the bare Starlette ceiling",
         ),
         ("postgres-2", {"non2xx": 1}, "0 failed requests (non-2xx)"),
     ],
@@ -110,7 +110,7 @@ def test_without_postgresql_only_the_sqlite_goals_are_checked(summary: ModuleTyp
     assert summary.lone_ratio(runs) is None
     assert list(_verdicts(summary, runs)) == [
         "p99 ≤ 10.0 ms at 32 connections on SQLite",
-        "SQLite (durable, synchronous=FULL) ≥ 55% of the bare Starlette ceiling",
+        "SQLite (durable) ≥ 55% of the bare Starlette ceiling",
         "0 failed requests (non-2xx)",
     ]
 

@@ -15,6 +15,7 @@ from conftest import signature_body
 from paysign.services.signing import SigningDeps, by_api_key, sign_payment_for
 from paysign.store.database import Database
 from paysign.store.signing_sqlite import SqliteSigningStore
+from paysign.store.wal_sync import WalSync
 
 
 def test_the_wal_starts_over_under_steady_writes(runtime, account, tmp_path: Path) -> None:
@@ -43,14 +44,16 @@ def test_every_sqlite_connection_puts_a_commit_on_the_disk_before_it_returns(
 ) -> None:
     """``synchronous=FULL`` (2): in WAL mode, the log is synced at each commit, so a signature
     answered is in the ledger and the caps after a power loss; NORMAL (1) syncs it only at the
-    next checkpoint."""
+    next checkpoint. The signing connection commits with NORMAL and has its log flushed before
+    it answers (``test_wal_sync.py``)."""
     db: Database = runtime.db
     if not db.is_sqlite:
         pytest.skip("PostgreSQL's durability is the server's (fsync, synchronous_commit)")
     path = db.url.removeprefix("sqlite:///")
     store = SqliteSigningStore(path)
     try:
-        assert store._conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (1,)
+        assert isinstance(store.log_sync, WalSync)
     finally:
         store.close()
     with db.write() as conn:

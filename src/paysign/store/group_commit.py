@@ -16,8 +16,10 @@ commit itself fails, and to a batch of one: a connection the server closed while
 costs a retry on a fresh one, not an error.
 
 In-process SQLite runs a batch on the event loop (``store.inline``) at the end of the loop
-iteration in which its requests arrived; other stores run up to ``max_inflight`` batches on the
-store's own threads, and a request that finds a free slot starts one at once (no added wait).
+iteration in which its requests arrived, and has its commit flushed to the disk beside the loop
+(``store.log_sync``) while the next batch runs: its answers wait for that flush. Other stores
+run up to ``max_inflight`` batches on the store's own threads, and a request that finds a free
+slot starts one at once (no added wait).
 A batch whose every work says what it reads first (``first_read``) goes to the store's
 ``prefetching`` instead, when it has one: on the event loop, awaiting the database's answers
 (PostgreSQL); if that fails for any reason, nothing of it is answered and it runs on the
@@ -123,11 +125,22 @@ class GroupCommitter(Generic[C, T]):
         return batch
 
     def _flush_inline(self) -> None:
+        sync = self._store.log_sync
         try:
             while self._queue:
                 batch = self._take()
                 ran = self._completion.ran if self._completion is not None else None
-                self._complete(batch, self.run_batch([work for work, _ in batch], ran))
+                works = [work for work, _ in batch]
+                if sync is None:
+                    self._complete(batch, self.run_batch(works, ran))
+                    continue
+                # The next batch may run while this one's commit is flushed to the disk; its
+                # answers wait for the flush as much as for their signatures.
+                with sync.deferred():
+                    outcomes = self.run_batch(works, ran)
+                flush = _Flushing(batch, outcomes)
+                sync.after(flush.flushed, lone=len(batch) == 1)
+                self._complete(batch, outcomes, flush.settle)
         finally:
             self._inflight = 0
 
@@ -209,13 +222,17 @@ class GroupCommitter(Generic[C, T]):
         self._start_batches(loop)
 
     def _complete(
-        self, batch: list[tuple[Work[C, T], asyncio.Future[T]]], outcomes: list[T | _Failed]
+        self,
+        batch: list[tuple[Work[C, T], asyncio.Future[T]]],
+        outcomes: list[T | _Failed],
+        settle: Callable[[], None] | None = None,
     ) -> None:
+        """Answer ``batch`` (by ``settle``, when given) once its outcomes are signed."""
+        deliver = settle or partial(_settle, batch, outcomes)
         if self._completion is None:
-            _settle(batch, outcomes)
+            deliver()
             return
         succeeded = [o for o in outcomes if not isinstance(o, _Failed)]
-        deliver = partial(_settle, batch, outcomes)
         try:
             self._completion.committed(succeeded, deliver)
         except Exception:
@@ -245,6 +262,35 @@ class GroupCommitter(Generic[C, T]):
                 return work(self._begin(tx))
         except Exception as exc:
             return _Failed(exc)
+
+
+class _Flushing(Generic[C, T]):
+    """A batch answered once both its commit is on the disk and its signatures are made."""
+
+    __slots__ = ("batch", "error", "outcomes", "waiting")
+
+    def __init__(
+        self, batch: list[tuple[Work[C, T], asyncio.Future[T]]], outcomes: list[T | _Failed]
+    ) -> None:
+        self.batch = batch
+        self.outcomes = outcomes
+        self.error: BaseException | None = None
+        self.waiting = 2
+
+    def flushed(self, error: BaseException | None) -> None:
+        self.error = error
+        self.settle()
+
+    def settle(self) -> None:
+        self.waiting -= 1
+        if self.waiting:
+            return
+        if self.error is None:
+            _settle(self.batch, self.outcomes)
+        else:  # committed, but perhaps not on the disk: nothing of it may be answered
+            error = self.error if isinstance(self.error, Exception) else Exception()
+            failed: list[T | _Failed] = [_Failed(error) for _ in self.batch]
+            _settle(self.batch, failed)
 
 
 def _settle(batch: list[tuple[Work[C, T], asyncio.Future[T]]], outcomes: list[T | _Failed]) -> None:

@@ -49,6 +49,7 @@ class PostgresSigningStore:
     worker threads of its own."""
 
     inline = False
+    log_sync = None  # the server's commit is on its disk when it returns
 
     def __init__(
         self,

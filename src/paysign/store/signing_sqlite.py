@@ -1,4 +1,5 @@
-"""The signing store on SQLite, the embedded default: one connection, on the event loop."""
+"""The signing store on SQLite, the embedded default: one connection, on the event loop, its
+commits flushed to the disk before they are answered (``store.wal_sync``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, SQLITE_SYNCHRONOUS
 from paysign.store.signing_batch import BatchTransaction
 from paysign.store.signing_statements import SqlStatements
 from paysign.store.sqlite_lock import WriterLock
+from paysign.store.wal_sync import WalSync
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
 #: The longest wait between two checkpoint attempts while they keep failing.
@@ -30,7 +32,8 @@ class SqliteSigningStore:
     One transaction per request, reads included: one lock cycle.
 
     ``busy_timeout_ms``: how long SQLite waits for a writer that skips the lock file.
-    ``lock_file=False`` leaves all waiting to SQLite's busy handler (a test's control)."""
+    ``lock_file=False`` leaves all waiting to SQLite's busy handler (a test's control).
+    ``log_sync``: what flushes the commits to the disk (one for ``path`` by default)."""
 
     inline = True
     executor: Executor | None = None
@@ -44,11 +47,15 @@ class SqliteSigningStore:
         checkpoint_connect: Callable[[str], sqlite3.Connection] | None = None,
         busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
         lock_file: bool = True,
+        log_sync: WalSync | None = None,
     ) -> None:
         self._writers = WriterLock(Path(path)) if lock_file else None
         if self._writers is not None:
             self._writers.open()
-        self._conn = _connect(path, busy_timeout_ms)
+        # The commit writes the log and ``log_sync`` flushes it, so that a batch under load need
+        # not hold the event loop for the disk; every other connection flushes in its commit.
+        self._conn = _connect(path, busy_timeout_ms, synchronous="NORMAL")
+        self.log_sync = log_sync or WalSync(path)
         self._conn.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
         # Checkpoints copy the WAL into a database file that grows with the ledger; they run
         # on a thread of their own (PASSIVE: never blocking a writer), not inside a request.
@@ -119,6 +126,7 @@ class SqliteSigningStore:
         with self._lock, self._other_processes_waited_for():
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            changes = self._conn.total_changes
             try:
                 tx = BatchTransaction(SqlStatements(cur, _same))
                 yield tx
@@ -131,8 +139,14 @@ class SqliteSigningStore:
                 if self._conn.in_transaction:
                     cur.execute("ROLLBACK")
                 raise
+        if self._conn.total_changes != changes:
+            self.log_sync.committed()
 
     def close(self) -> None:
+        """Stop the checkpoints and the log's flushes, then close; once, however often called."""
+        if self._stop.is_set():
+            return
+        self.log_sync.close()
         self._stop.set()
         self._checkpointer.join(timeout=5)
         self._conn.close()
@@ -140,10 +154,15 @@ class SqliteSigningStore:
             self._writers.close()
 
 
-def _connect(path: str, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def _connect(
+    path: str,
+    busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    *,
+    synchronous: str = SQLITE_SYNCHRONOUS,
+) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn

@@ -89,11 +89,30 @@ class PrefetchingBatches(Protocol):
         ...
 
 
+class DeferredFlush(Protocol):
+    """Puts a store's commits on the disk after they return (``wal_sync.WalSync``)."""
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """Commits inside the block return before they are on the disk."""
+        ...
+
+    def after(self, flushed: Callable[[BaseException | None], None], *, lone: bool) -> None:
+        """Call ``flushed`` on the event loop once every commit so far is on the disk, or with
+        why it could not be; ``lone``: a lone request's, flushed at once."""
+        ...
+
+
 class SigningStore(Protocol):
     #: True when calls are short enough to make on the event loop itself (SQLite in-process).
     inline: bool
     #: Where the calls run when they are not inline.
     executor: Executor | None
+
+    @property
+    def log_sync(self) -> DeferredFlush | None:
+        """How a batch's commits reach the disk after they return, when they may (``None``: a
+        commit that returned is on the disk)."""
+        ...
 
     @property
     def prefetching(self) -> PrefetchingBatches | None:
@@ -112,5 +131,7 @@ def signing_store_for(db: Database, *, connections: int = SIGNING_CONNECTIONS) -
     if db.is_sqlite:
         if "///" not in db.url or db.url.endswith(":memory:"):
             raise ValueError("the signing store needs a SQLite file, not an in-memory database")
-        return SqliteSigningStore(db.url.split("///", 1)[1])
+        store = SqliteSigningStore(db.url.split("///", 1)[1])
+        db.on_dispose(store.close)  # its checkpoints and its log's flushes end with the pools
+        return store
     return PostgresSigningStore(db, connections=connections)

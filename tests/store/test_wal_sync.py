@@ -1,0 +1,220 @@
+"""SQLite's signing commits are flushed to the disk beside the event loop (store/wal_sync.py),
+and nothing of a batch is answered before a flush that began after its commit has returned."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from conftest import signature_body
+from paysign.protocol import PreparedPayment
+from paysign.services.keys import hash_api_key
+from paysign.services.signing import (
+    SigningDeps,
+    by_api_key,
+    sign_payment_for,
+    signing_committer,
+    signing_work,
+)
+from paysign.store import repositories as repo
+from paysign.store.signing_sqlite import SqliteSigningStore
+from paysign.store.unavailable import database_unavailable
+from paysign.store.wal_sync import LogNotFlushed, WalSync
+from paysign.store.wal_sync_worker import LogFile
+
+#: A log-sync process that answers each byte it reads with ``ANSWER`` once ``GATE`` exists.
+GATED_WORKER = """
+import os, sys, time
+gate, answer = os.environ["GATE"], os.environ["ANSWER"].encode()
+os.write(1, b"\\x01")
+while asked := os.read(0, 4096):
+    while not os.path.exists(gate):
+        time.sleep(0.005)
+    os.write(1, answer * len(asked))
+"""
+
+
+@pytest.fixture
+def database_path(runtime) -> str:
+    if not runtime.db.is_sqlite:
+        pytest.skip("SQLite's log; PostgreSQL's commit is on its disk when it returns")
+    return runtime.db.url.removeprefix("sqlite:///")
+
+
+def gated_sync(database_path: str, tmp_path: Path, monkeypatch, answer: str = ".") -> Path:
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("GATE", str(gate))
+    monkeypatch.setenv("ANSWER", answer)
+    return gate
+
+
+def store_with(database_path: str, sync: WalSync) -> SqliteSigningStore:
+    return SqliteSigningStore(database_path, log_sync=sync)
+
+
+async def until(condition, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("timed out")
+
+
+def works_for(deps: SigningDeps, account, n: int) -> list:
+    body = signature_body(amount="10000")
+    return [
+        signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False) for _ in range(n)
+    ]
+
+
+def signatures_of(runtime, account) -> list[repo.SignatureRecord]:
+    with runtime.db.read() as conn:
+        return repo.signatures_of(conn, account["account_id"])
+
+
+async def started(committer, works: list, sync: WalSync) -> None:
+    """Run a first batch (flushed on the loop while the process starts), then wait for it."""
+    await asyncio.gather(*(committer.run(w) for w in works))
+    await until(lambda: sync.ready)
+
+
+def test_a_batch_is_answered_only_once_a_flush_after_its_commit_returns(
+    runtime, account, database_path, tmp_path, monkeypatch
+) -> None:
+    gate = gated_sync(database_path, tmp_path, monkeypatch)
+    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+
+    async def scenario() -> list[object]:
+        await started(committer, works_for(deps, account, 3), sync)
+        tasks = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 6)]
+        await until(lambda: len(signatures_of(runtime, account)) == 9)  # committed ...
+        await asyncio.sleep(0.1)
+        assert not any(task.done() for task in tasks)  # ... and not answered before the flush
+        gate.touch()
+        return await asyncio.gather(*tasks)
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert sync.flushed_beside == 1  # the six shared one flush
+
+
+def test_a_batch_whose_flush_fails_is_answered_unavailable(
+    runtime, account, database_path, tmp_path, monkeypatch
+) -> None:
+    gate = gated_sync(database_path, tmp_path, monkeypatch, answer="!")
+    gate.touch()
+    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+
+    async def scenario() -> list[object]:
+        await started(committer, works_for(deps, account, 3), sync)
+        works = works_for(deps, account, 4)
+        return await asyncio.gather(*(committer.run(w) for w in works), return_exceptions=True)
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert all(isinstance(o, LogNotFlushed) for o in outcomes)
+    assert all(database_unavailable(o) for o in outcomes)  # answered 503, Retry-After
+    assert len(signatures_of(runtime, account)) == 7  # recorded, and never sent
+
+
+def test_a_lost_process_owes_nothing_and_is_started_again(
+    runtime, account, database_path, tmp_path, monkeypatch
+) -> None:
+    gated_sync(database_path, tmp_path, monkeypatch)  # the gate never opens
+    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+
+    async def scenario() -> list[object]:
+        await started(committer, works_for(deps, account, 3), sync)
+        first = sync.pid
+        tasks = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 5)]
+        await until(lambda: len(signatures_of(runtime, account)) == 8)
+        assert first is not None
+        os.kill(first, 9)
+        outcomes = await asyncio.gather(*tasks)  # flushed on the loop instead
+        await started(committer, works_for(deps, account, 2), sync)
+        assert sync.pid not in (None, first)
+        return outcomes
+
+    with capture_logs() as logs:
+        try:
+            outcomes = asyncio.run(scenario())
+        finally:
+            store.close()
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert [e["owed"] for e in logs if e["event"] == "wal_sync_process_lost"] == [1]
+    assert sync.started == 2
+
+
+def test_the_log_sync_process_flushes_batches_and_a_lone_request_is_flushed_at_once(
+    runtime, account, database_path
+) -> None:
+    sync = WalSync(database_path)
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+
+    async def scenario() -> list[object]:
+        lone = [await committer.run(w) for w in works_for(deps, account, 3)]
+        assert sync.started == 0  # one at a time: flushed on the loop, no process needed
+        await started(committer, works_for(deps, account, 4), sync)
+        batch = await asyncio.gather(*(committer.run(w) for w in works_for(deps, account, 8)))
+        return lone + batch
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert (sync.started, sync.flushed_beside) == (1, 1)
+    assert len(signatures_of(runtime, account)) == 15
+
+
+def test_a_commit_outside_a_batch_is_flushed_before_it_returns(
+    runtime, account, database_path, tmp_path
+) -> None:
+    # A log that cannot be flushed (its directory does not exist) shows which commits try.
+    unflushable = WalSync(str(tmp_path / "missing" / "paysign.db"))
+    store = store_with(database_path, unflushable)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    try:
+        with store.transaction() as tx:  # reads only: nothing to flush
+            holder = tx.key_holder(hash_api_key(account["api_key"]), runtime.clock.now())
+        assert holder is not None
+        with pytest.raises(LogNotFlushed):
+            sign_payment_for(deps, by_api_key(account["api_key"]), signature_body(), sandbox=False)
+    finally:
+        store.close()
+
+
+def test_the_log_file_followed_to_a_new_file_at_its_path(tmp_path) -> None:
+    path = tmp_path / "paysign.db-wal"
+    log = LogFile(str(path))
+    assert not log.sync()  # no log yet: nothing can be promised
+    path.write_bytes(b"frames")
+    assert log.sync()
+    first = log.inode
+    path.unlink()
+    path.write_bytes(b"a new log")
+    assert log.sync()
+    assert log.inode not in (None, first)
+    assert log.inode == (path.stat().st_dev, path.stat().st_ino)
+    log.close()
