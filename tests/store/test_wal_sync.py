@@ -164,6 +164,59 @@ def test_a_lost_process_owes_nothing_and_is_started_again(
     assert sync.started == 2
 
 
+def test_a_stalled_process_is_stopped_and_what_it_owes_flushed_here(
+    runtime, account, database_path, tmp_path, monkeypatch
+) -> None:
+    gated_sync(database_path, tmp_path, monkeypatch)  # the gate never opens
+    command = (sys.executable, "-c", GATED_WORKER)
+    sync = WalSync(database_path, command=command, stall_seconds=0.3)
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+
+    async def scenario() -> list[object]:
+        await started(committer, works_for(deps, account, 3), sync)
+        return await asyncio.gather(*(committer.run(w) for w in works_for(deps, account, 4)))
+
+    with capture_logs() as logs:
+        try:
+            outcomes = asyncio.run(scenario())
+        finally:
+            store.close()
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    lost = [e for e in logs if e["event"] == "wal_sync_process_lost"]
+    assert [(e["reason"], e["owed"]) for e in lost] == [("it answered nothing for 0.3 s", 1)]
+
+
+def test_a_batch_that_wrote_nothing_waits_for_the_flushes_before_it(
+    runtime, account, database_path, tmp_path, monkeypatch
+) -> None:
+    gate = gated_sync(database_path, tmp_path, monkeypatch)
+    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
+    store = store_with(database_path, sync)
+    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    committer = signing_committer(deps)
+    stranger = {**account, "api_key": "psk_" + "x" * 40}  # refused, and nothing recorded
+
+    async def scenario() -> list[object]:
+        await started(committer, works_for(deps, account, 3), sync)
+        paying = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 3)]
+        await until(lambda: len(signatures_of(runtime, account)) == 6)
+        refused = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, stranger, 2)]
+        await asyncio.sleep(0.1)
+        assert not any(task.done() for task in paying + refused)
+        gate.touch()
+        return await asyncio.gather(*paying, *refused, return_exceptions=True)
+
+    try:
+        outcomes = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert [type(o).__name__ for o in outcomes] == ["PreparedPayment"] * 3 + [
+        "NotAuthenticated"
+    ] * 2
+
+
 def test_the_log_sync_process_flushes_batches_and_a_lone_request_is_flushed_at_once(
     runtime, account, database_path
 ) -> None:

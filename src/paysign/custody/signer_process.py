@@ -33,23 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import IO
 
 import structlog
 
 from paysign.custody.child_signer import ChildSigner
-from paysign.custody.signer_worker import (
-    JOB_BYTES,
-    READY,
-    REFUSED,
-    SIGNATURE_BYTES,
-    write_all,
-)
+from paysign.custody.signer_worker import JOB_BYTES, READY, REFUSED, SIGNATURE_BYTES
+from paysign.helper_process import HelperChild, ProgressWatch, RestartBudget
 from paysign.protocol import PreparedPayment
 
 log = structlog.get_logger("paysign.signer")
@@ -77,43 +69,6 @@ class _Waiter:
             self.deliver()
 
 
-class _Child:
-    """One running signer process, read by the event loop."""
-
-    def __init__(self, command: Sequence[str], loop: asyncio.AbstractEventLoop) -> None:
-        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-            env=_child_environment(),
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin: IO[bytes] = self.process.stdin
-        self.stdout_fd = self.process.stdout.fileno()
-        self.loop = loop
-        self.ready = False
-        self.buffer = b""
-
-    def write(self, data: bytes) -> None:
-        write_all(self.stdin.fileno(), data)
-
-    def stop(self, *, kill: bool) -> None:
-        """End it: at once when it failed, or by closing its stdin (it exits at EOF)."""
-        if not self.loop.is_closed():
-            self.loop.remove_reader(self.stdout_fd)
-        if kill:
-            self.process.kill()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        try:
-            self.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 class SignerProcess:
     """``group_commit.Completion`` that has payments signed by a child process."""
 
@@ -130,18 +85,18 @@ class SignerProcess:
         self._command = tuple(command)
         self._chunk = chunk
         self._max_in_flight = max_in_flight
-        self._stall_seconds = stall_seconds
-        self._max_restarts = max_restarts
-        self._restart_window = restart_window
-        self._child: _Child | None = None
-        self._starts: deque[float] = deque()
+        self._restarts = RestartBudget(
+            max_restarts=max_restarts,
+            window=restart_window,
+            given_up_event="signer_process_given_up",
+        )
+        self._progress = ProgressWatch(stall_seconds, self._owed, self._fail)
+        self._child: HelperChild | None = None
+        self._buffer = b""  # the start of a signature not read whole yet
         self._unsent: list[PreparedPayment] = []
         self._in_flight: deque[PreparedPayment] = deque()
         self._waiters: dict[int, _Waiter | None] = {}  # id(payment) -> its batch, once committed
-        self._answers = 0  # signatures received; the stall check watches it move
-        self._watching = False
         self._closed = False
-        self._gave_up = False
         #: Payments signed by the child, and children started (what tests watch).
         self.signed_by_child = 0
         self.started = 0
@@ -205,23 +160,15 @@ class SignerProcess:
         return child.ready
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = time.monotonic()
-        while self._starts and now - self._starts[0] > self._restart_window:
-            self._starts.popleft()
-        if len(self._starts) > self._max_restarts:
-            if not self._gave_up:
-                self._gave_up = True
-                log.warning("signer_process_given_up", restarts=self._max_restarts)
+        if not self._restarts.allow():
             return
-        self._gave_up = False
-        self._starts.append(now)
         try:
-            child = _Child(self._command, loop)
+            child = HelperChild(self._command, loop)
         except OSError as exc:
             log.warning("signer_process_not_started", error=type(exc).__name__)
             return
         loop.add_reader(child.stdout_fd, self._on_readable)
-        self._child = child
+        self._child, self._buffer = child, b""
         self.started += 1
 
     def _send(self, payments: list[PreparedPayment]) -> None:
@@ -239,9 +186,7 @@ class SignerProcess:
         self._in_flight.extend(batch)
         for payment in batch:
             self._waiters[id(payment)] = None
-        if not self._watching:
-            self._watching = True
-            child.loop.call_later(self._stall_seconds, self._check_progress, self._answers)
+        self._progress.watch(child.loop)
 
     def _on_readable(self) -> None:
         child = self._child
@@ -259,15 +204,15 @@ class SignerProcess:
                 self._fail("it did not start")
                 return
             child.ready, data = True, data[1:]
-        buffer = child.buffer + data
+        buffer = self._buffer + data
         whole = len(buffer) - len(buffer) % SIGNATURE_BYTES
-        child.buffer = buffer[whole:]
+        self._buffer = buffer[whole:]
         for at in range(0, whole, SIGNATURE_BYTES):
             self._answered(buffer[at : at + SIGNATURE_BYTES])
 
     def _answered(self, signature: bytes) -> None:
         payment = self._in_flight.popleft()
-        self._answers += 1
+        self._progress.answered()
         if signature != REFUSED:
             signer = payment.signer
             assert isinstance(signer, ChildSigner)
@@ -277,15 +222,8 @@ class SignerProcess:
         if waiter is not None:
             waiter.one_done()
 
-    def _check_progress(self, answers_then: int) -> None:
-        self._watching = False
-        if not self._in_flight or self._child is None:
-            return
-        if self._answers == answers_then:
-            self._fail(f"it answered nothing for {self._stall_seconds} s")
-            return
-        self._watching = True
-        self._child.loop.call_later(self._stall_seconds, self._check_progress, self._answers)
+    def _owed(self) -> bool:
+        return bool(self._in_flight) and self._child is not None
 
     def _fail(self, why: str, *, closing: bool = False) -> None:
         """Stop the child; what it still owed is signed on the loop, and delivered now."""
@@ -303,12 +241,6 @@ class SignerProcess:
     def close(self) -> None:
         self._closed = True
         self._fail("the service is stopping", closing=True)
-
-
-def _child_environment() -> dict[str, str]:
-    # The child signs with the keys it is sent and needs none of the service's settings: the
-    # master key (PAYSIGN_MASTER_KEY) and database credentials stay out of its environment.
-    return {name: value for name, value in os.environ.items() if not name.startswith("PAYSIGN_")}
 
 
 def _unsigned(payment: PreparedPayment) -> bool:

@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 
+from paysign.helper_process import write_all
 from paysign.protocol.eip712 import sign_with_key
 
 JOB_BYTES = 64
@@ -55,13 +56,6 @@ def serve(read_fd: int, write_fd: int) -> None:
             answer = signatures_for(pending[:whole])
             pending = pending[whole:]
             write_all(write_fd, answer)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to the pipe ``fd`` (a write may take only part of it)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 if __name__ == "__main__":

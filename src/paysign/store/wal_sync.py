@@ -19,8 +19,9 @@ loop to say so (measured: 6.5k against 7.3k req/s for flushing in the commit, an
     sync.after(lambda error: ..., lone=False)  # on the event loop, once they are
 
 A flush that fails (an I/O error, a full disk) is ``LogNotFlushed``: the batch is answered
-``503`` (``store.unavailable``), its signatures never sent. If the process dies, stalls at
-start or cannot be started, the flush is made on the loop: slower, never skipped. Another
+``503`` (``store.unavailable``), its signatures never sent. If the process dies, answers
+nothing for ``stall_seconds``, is not ready yet or cannot be started, the flush is made on the
+loop: slower, never skipped. Another
 writer's commits in the log are flushed too (one file): harmless.
 """
 
@@ -29,17 +30,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import subprocess
 import sys
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO
 
 import structlog
 
-from paysign.store.wal_sync_worker import FAILED, READY, LogFile, write_all
+from paysign.helper_process import HelperChild, ProgressWatch, RestartBudget
+from paysign.store.wal_sync_worker import FAILED, READY, LogFile
 
 log = structlog.get_logger("paysign.store")
 
@@ -59,34 +58,6 @@ class LogNotFlushed(sqlite3.OperationalError):
         self.sqlite_errorcode = sqlite3.SQLITE_IOERR
 
 
-class _Child:
-    def __init__(self, command: Sequence[str], loop: asyncio.AbstractEventLoop) -> None:
-        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            close_fds=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")},
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.stdin: IO[bytes] = self.process.stdin
-        self.stdout_fd = self.process.stdout.fileno()
-        self.loop = loop
-        self.ready = False
-
-    def stop(self) -> None:
-        if not self.loop.is_closed():
-            self.loop.remove_reader(self.stdout_fd)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        try:
-            self.process.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 class WalSync:
     """Flushes the write-ahead log of the SQLite database at ``database_path``."""
 
@@ -95,20 +66,25 @@ class WalSync:
         database_path: str,
         *,
         command: Sequence[str] = WORKER_COMMAND,
+        stall_seconds: float = 10.0,
         max_restarts: int = 3,
         restart_window: float = 60.0,
     ) -> None:
+        """``stall_seconds``: a process that answers nothing for this long while flushes wait
+        is stopped, and what it owes is flushed here."""
         self._log = LogFile(database_path + "-wal")
         self._command = (*command, self._log.path)
-        self._max_restarts = max_restarts
-        self._restart_window = restart_window
-        self._starts: deque[float] = deque()
-        self._child: _Child | None = None
+        self._restarts = RestartBudget(
+            max_restarts=max_restarts,
+            window=restart_window,
+            given_up_event="wal_sync_process_given_up",
+        )
+        self._progress = ProgressWatch(stall_seconds, self._owed, self._fail)
+        self._child: HelperChild | None = None
         self._waiting: deque[Flushed] = deque()
         self._deferring = False
         self._unflushed = False
         self._closed = False
-        self._gave_up = False
         #: Flushes made by the process, and processes started (what tests watch).
         self.flushed_beside = 0
         self.started = 0
@@ -139,10 +115,10 @@ class WalSync:
             raise LogNotFlushed()
 
     def after(self, flushed: Flushed, *, lone: bool) -> None:
-        """Call ``flushed`` once every commit so far is on the disk: at once (flushed here)
-        when nothing waits to be flushed, for a ``lone`` request, or with no process to flush
-        it; else from the event loop once the process has."""
-        if not self._unflushed:
+        """Call ``flushed`` once every commit so far is on the disk: at once when nothing waits
+        to be flushed; flushed here for a ``lone`` request, or with no process to flush it;
+        else from the event loop once the process has."""
+        if not self._unflushed and not self._waiting:
             flushed(None)
             return
         self._unflushed = False
@@ -152,12 +128,16 @@ class WalSync:
         child = self._child
         assert child is not None
         try:
-            write_all(child.stdin.fileno(), b"s")
+            child.write(b"s")
         except OSError:
             self._fail("the pipe to it broke")
             flushed(None if self._log.sync() else LogNotFlushed())
             return
         self._waiting.append(flushed)
+        self._progress.watch(child.loop)
+
+    def _owed(self) -> bool:
+        return bool(self._waiting) and self._child is not None
 
     def _available(self) -> bool:
         if self._closed:
@@ -173,18 +153,10 @@ class WalSync:
         return child.ready
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = time.monotonic()
-        while self._starts and now - self._starts[0] > self._restart_window:
-            self._starts.popleft()
-        if len(self._starts) > self._max_restarts:
-            if not self._gave_up:
-                self._gave_up = True
-                log.warning("wal_sync_process_given_up", restarts=self._max_restarts)
+        if not self._restarts.allow():
             return  # every flush is made on the loop until the window has passed
-        self._gave_up = False
-        self._starts.append(now)
         try:
-            child = _Child(self._command, loop)
+            child = HelperChild(self._command, loop)
         except OSError as exc:
             log.warning("wal_sync_process_not_started", error=type(exc).__name__)
             return
@@ -210,6 +182,7 @@ class WalSync:
             child.ready, data = True, data[1:]
         for answer in data:
             flushed = self._waiting.popleft()
+            self._progress.answered()
             self.flushed_beside += 1
             flushed(LogNotFlushed() if answer == FAILED[0] else None)
 
@@ -219,7 +192,7 @@ class WalSync:
         if child is not None:
             if not closing:
                 log.warning("wal_sync_process_lost", reason=why, owed=len(self._waiting))
-            child.stop()
+            child.stop(kill=not closing)
         if self._waiting:
             owed, self._waiting = self._waiting, deque()
             error = None if self._log.sync() else LogNotFlushed()

@@ -23,6 +23,8 @@ import os
 import signal
 import sys
 
+from paysign.helper_process import write_all
+
 READY = b"\x01"
 SYNCED = b"."
 FAILED = b"!"
@@ -69,12 +71,6 @@ def serve(path: str, read_fd: int, write_fd: int) -> None:
             return
         answer = SYNCED if log.sync() else FAILED
         write_all(write_fd, answer * len(asked))
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 if __name__ == "__main__":
