@@ -21,8 +21,8 @@ loop to say so (measured: 6.5k against 7.3k req/s for flushing in the commit, an
 A flush that fails (an I/O error, a full disk) is ``LogNotFlushed``: the batch is answered
 ``503`` (``store.unavailable``), its signatures never sent. If the process dies, answers
 nothing for ``stall_seconds``, is not ready yet or cannot be started, the flush is made on the
-loop: slower, never skipped. Another
-writer's commits in the log are flushed too (one file): harmless.
+loop: slower, never skipped. Another writer's commits in the log are flushed too (one file):
+harmless.
 """
 
 from __future__ import annotations
