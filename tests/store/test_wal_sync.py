@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,9 @@ from paysign.services.signing import (
 )
 from paysign.store import repositories as repo
 from paysign.store.signing_sqlite import SqliteSigningStore
+from paysign.store.signing_store import SigningStore
 from paysign.store.unavailable import database_unavailable
-from paysign.store.wal_sync import LogNotFlushed, WalSync
+from paysign.store.wal_sync import WORKER_COMMAND, LogNotFlushed, WalSync
 from paysign.store.wal_sync_worker import LogFile
 
 #: A log-sync process that answers each byte it reads with ``ANSWER`` once ``GATE`` exists.
@@ -46,15 +49,51 @@ def database_path(runtime) -> str:
     return runtime.db.url.removeprefix("sqlite:///")
 
 
-def gated_sync(database_path: str, tmp_path: Path, monkeypatch, answer: str = ".") -> Path:
-    gate = tmp_path / "gate"
-    monkeypatch.setenv("GATE", str(gate))
-    monkeypatch.setenv("ANSWER", answer)
-    return gate
+@dataclass
+class Rig:
+    """A signing store whose log is flushed by ``sync``, and the group committer over it; the
+    gated flusher answers once ``gate`` exists."""
+
+    sync: WalSync
+    store: SigningStore
+    deps: SigningDeps
+    committer: object
+    gate: Path
+
+    async def started(self, account) -> None:
+        """Run a first batch (flushed on the loop while the process starts), then wait for it."""
+        await asyncio.gather(*(self.committer.run(w) for w in self.works(account, 3)))
+        await until(lambda: self.sync.ready)
+
+    def works(self, account, n: int) -> list:
+        body = signature_body(amount="10000")
+        key = by_api_key(account["api_key"])
+        return [signing_work(self.deps, key, body, sandbox=False) for _ in range(n)]
+
+    def run(self, works: list) -> list[asyncio.Future]:
+        return [asyncio.ensure_future(self.committer.run(w)) for w in works]
 
 
-def store_with(database_path: str, sync: WalSync) -> SqliteSigningStore:
-    return SqliteSigningStore(database_path, log_sync=sync)
+@pytest.fixture
+def rig(runtime, database_path, tmp_path, monkeypatch) -> Iterator[Callable[..., Rig]]:
+    """``rig(answer=".", **options)``: a rig whose flusher is the gated one, unless
+    ``command`` says another."""
+    stores: list[SigningStore] = []
+
+    def make(answer: str = ".", **options) -> Rig:
+        gate = tmp_path / "gate"
+        monkeypatch.setenv("GATE", str(gate))
+        monkeypatch.setenv("ANSWER", answer)
+        options.setdefault("command", (sys.executable, "-c", GATED_WORKER))
+        sync = WalSync(database_path, **options)
+        store = SqliteSigningStore(database_path, log_sync=sync)
+        stores.append(store)
+        deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+        return Rig(sync, store, deps, signing_committer(deps), gate)
+
+    yield make
+    for store in stores:
+        store.close()
 
 
 async def until(condition, seconds: float = 10.0) -> None:
@@ -65,180 +104,135 @@ async def until(condition, seconds: float = 10.0) -> None:
     raise AssertionError("timed out")
 
 
-def works_for(deps: SigningDeps, account, n: int) -> list:
-    body = signature_body(amount="10000")
-    return [
-        signing_work(deps, by_api_key(account["api_key"]), body, sandbox=False) for _ in range(n)
-    ]
-
-
 def signatures_of(runtime, account) -> list[repo.SignatureRecord]:
     with runtime.db.read() as conn:
         return repo.signatures_of(conn, account["account_id"])
 
 
-async def started(committer, works: list, sync: WalSync) -> None:
-    """Run a first batch (flushed on the loop while the process starts), then wait for it."""
-    await asyncio.gather(*(committer.run(w) for w in works))
-    await until(lambda: sync.ready)
-
-
 def test_a_batch_is_answered_only_once_a_flush_after_its_commit_returns(
-    runtime, account, database_path, tmp_path, monkeypatch
+    runtime, account, rig
 ) -> None:
-    gate = gated_sync(database_path, tmp_path, monkeypatch)
-    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+    r = rig()
 
     async def scenario() -> list[object]:
-        await started(committer, works_for(deps, account, 3), sync)
-        tasks = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 6)]
+        await r.started(account)
+        tasks = r.run(r.works(account, 6))
         await until(lambda: len(signatures_of(runtime, account)) == 9)  # committed ...
         await asyncio.sleep(0.1)
         assert not any(task.done() for task in tasks)  # ... and not answered before the flush
-        gate.touch()
+        r.gate.touch()
         return await asyncio.gather(*tasks)
 
-    try:
-        outcomes = asyncio.run(scenario())
-    finally:
-        store.close()
+    outcomes = asyncio.run(scenario())
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
-    assert sync.flushed_beside == 1  # the six shared one flush
+    assert r.sync.flushed_beside == 1  # the six shared one flush
 
 
-def test_a_batch_whose_flush_fails_is_answered_unavailable(
-    runtime, account, database_path, tmp_path, monkeypatch
-) -> None:
-    gate = gated_sync(database_path, tmp_path, monkeypatch, answer="!")
-    gate.touch()
-    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+def test_a_batch_whose_flush_fails_is_answered_unavailable(runtime, account, rig) -> None:
+    r = rig(answer="!")
+    r.gate.touch()
 
     async def scenario() -> list[object]:
-        await started(committer, works_for(deps, account, 3), sync)
-        works = works_for(deps, account, 4)
-        return await asyncio.gather(*(committer.run(w) for w in works), return_exceptions=True)
+        await r.started(account)
+        return await asyncio.gather(*r.run(r.works(account, 4)), return_exceptions=True)
 
-    try:
-        outcomes = asyncio.run(scenario())
-    finally:
-        store.close()
+    outcomes = asyncio.run(scenario())
     assert all(isinstance(o, LogNotFlushed) for o in outcomes)
     assert all(database_unavailable(o) for o in outcomes)  # answered 503, Retry-After
     assert len(signatures_of(runtime, account)) == 7  # recorded, and never sent
 
 
-def test_a_lost_process_owes_nothing_and_is_started_again(
-    runtime, account, database_path, tmp_path, monkeypatch
-) -> None:
-    gated_sync(database_path, tmp_path, monkeypatch)  # the gate never opens
-    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+def test_a_lost_process_owes_nothing_and_is_started_again(runtime, account, rig) -> None:
+    r = rig()  # the gate never opens
 
     async def scenario() -> list[object]:
-        await started(committer, works_for(deps, account, 3), sync)
-        first = sync.pid
-        tasks = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 5)]
+        await r.started(account)
+        first = r.sync.pid
+        tasks = r.run(r.works(account, 5))
         await until(lambda: len(signatures_of(runtime, account)) == 8)
         assert first is not None
         os.kill(first, 9)
         outcomes = await asyncio.gather(*tasks)  # flushed on the loop instead
-        await started(committer, works_for(deps, account, 2), sync)
-        assert sync.pid not in (None, first)
+        await r.started(account)
+        assert r.sync.pid not in (None, first)
         return outcomes
 
     with capture_logs() as logs:
-        try:
-            outcomes = asyncio.run(scenario())
-        finally:
-            store.close()
+        outcomes = asyncio.run(scenario())
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
     assert [e["owed"] for e in logs if e["event"] == "wal_sync_process_lost"] == [1]
-    assert sync.started == 2
+    assert r.sync.started == 2
 
 
-def test_a_stalled_process_is_stopped_and_what_it_owes_flushed_here(
-    runtime, account, database_path, tmp_path, monkeypatch
-) -> None:
-    gated_sync(database_path, tmp_path, monkeypatch)  # the gate never opens
-    command = (sys.executable, "-c", GATED_WORKER)
-    sync = WalSync(database_path, command=command, stall_seconds=0.3)
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+def test_a_stalled_process_is_stopped_and_what_it_owes_flushed_here(account, rig) -> None:
+    r = rig(stall_seconds=0.3)  # the gate never opens
 
     async def scenario() -> list[object]:
-        await started(committer, works_for(deps, account, 3), sync)
-        return await asyncio.gather(*(committer.run(w) for w in works_for(deps, account, 4)))
+        await r.started(account)
+        return await asyncio.gather(*r.run(r.works(account, 4)))
 
     with capture_logs() as logs:
-        try:
-            outcomes = asyncio.run(scenario())
-        finally:
-            store.close()
+        outcomes = asyncio.run(scenario())
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
     lost = [e for e in logs if e["event"] == "wal_sync_process_lost"]
     assert [(e["reason"], e["owed"]) for e in lost] == [("it answered nothing for 0.3 s", 1)]
 
 
-def test_a_batch_that_wrote_nothing_waits_for_the_flushes_before_it(
-    runtime, account, database_path, tmp_path, monkeypatch
+def test_a_flusher_that_cannot_start_leaves_every_flush_to_the_loop(
+    runtime, account, rig, tmp_path
 ) -> None:
-    gate = gated_sync(database_path, tmp_path, monkeypatch)
-    sync = WalSync(database_path, command=(sys.executable, "-c", GATED_WORKER))
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+    r = rig(command=(str(tmp_path / "no-such-program"),), max_restarts=1)
+
+    async def scenario() -> list[object]:
+        outcomes = []
+        for _ in range(4):  # a batch each: each tries to start one, until the budget is spent
+            outcomes += await asyncio.gather(*r.run(r.works(account, 3)))
+        return outcomes
+
+    with capture_logs() as logs:
+        outcomes = asyncio.run(scenario())
+    assert all(isinstance(o, PreparedPayment) for o in outcomes)
+    assert len(signatures_of(runtime, account)) == 12
+    events = [e["event"] for e in logs if e["event"].startswith("wal_sync_process")]
+    assert events == ["wal_sync_process_not_started"] * 2 + ["wal_sync_process_given_up"]
+    assert (r.sync.started, r.sync.flushed_beside) == (0, 0)
+
+
+def test_a_batch_that_wrote_nothing_waits_for_the_flushes_before_it(runtime, account, rig) -> None:
+    r = rig()
     stranger = {**account, "api_key": "psk_" + "x" * 40}  # refused, and nothing recorded
 
     async def scenario() -> list[object]:
-        await started(committer, works_for(deps, account, 3), sync)
-        paying = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, account, 3)]
+        await r.started(account)
+        paying = r.run(r.works(account, 3))
         await until(lambda: len(signatures_of(runtime, account)) == 6)
-        refused = [asyncio.ensure_future(committer.run(w)) for w in works_for(deps, stranger, 2)]
+        refused = r.run(r.works(stranger, 2))
         await asyncio.sleep(0.1)
         assert not any(task.done() for task in paying + refused)
-        gate.touch()
+        r.gate.touch()
         return await asyncio.gather(*paying, *refused, return_exceptions=True)
 
-    try:
-        outcomes = asyncio.run(scenario())
-    finally:
-        store.close()
-    assert [type(o).__name__ for o in outcomes] == ["PreparedPayment"] * 3 + [
-        "NotAuthenticated"
-    ] * 2
+    outcomes = asyncio.run(scenario())
+    names = [type(o).__name__ for o in outcomes]
+    assert names == ["PreparedPayment"] * 3 + ["NotAuthenticated"] * 2
 
 
 def test_the_log_sync_process_flushes_batches_and_a_lone_request_is_flushed_at_once(
-    runtime, account, database_path
+    runtime, account, rig
 ) -> None:
-    sync = WalSync(database_path)
-    store = store_with(database_path, sync)
-    deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    committer = signing_committer(deps)
+    r = rig(command=WORKER_COMMAND)
 
     async def scenario() -> list[object]:
-        lone = [await committer.run(w) for w in works_for(deps, account, 3)]
-        assert sync.started == 0  # one at a time: flushed on the loop, no process needed
-        await started(committer, works_for(deps, account, 4), sync)
-        batch = await asyncio.gather(*(committer.run(w) for w in works_for(deps, account, 8)))
+        lone = [await r.committer.run(w) for w in r.works(account, 3)]
+        assert r.sync.started == 0  # one at a time: flushed on the loop, no process needed
+        await r.started(account)
+        batch = await asyncio.gather(*r.run(r.works(account, 8)))
         return lone + batch
 
-    try:
-        outcomes = asyncio.run(scenario())
-    finally:
-        store.close()
+    outcomes = asyncio.run(scenario())
     assert all(isinstance(o, PreparedPayment) for o in outcomes)
-    assert (sync.started, sync.flushed_beside) == (1, 1)
-    assert len(signatures_of(runtime, account)) == 15
+    assert (r.sync.started, r.sync.flushed_beside) == (1, 1)
+    assert len(signatures_of(runtime, account)) == 14
 
 
 def test_a_commit_outside_a_batch_is_flushed_before_it_returns(
@@ -246,7 +240,7 @@ def test_a_commit_outside_a_batch_is_flushed_before_it_returns(
 ) -> None:
     # A log that cannot be flushed (its directory does not exist) shows which commits try.
     unflushable = WalSync(str(tmp_path / "missing" / "paysign.db"))
-    store = store_with(database_path, unflushable)
+    store = SqliteSigningStore(database_path, log_sync=unflushable)
     deps = SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
     try:
         with store.transaction() as tx:  # reads only: nothing to flush
