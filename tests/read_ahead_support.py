@@ -4,14 +4,16 @@ store/signing_prefetch.py, store/signing_postgres_async.py and store/read_ahead_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from conftest import signature_body
 from paysign.bootstrap import Runtime
+from paysign.errors import NotAuthenticated, SellerDenied, SpendCapExceeded, SpendingFrozen
 from paysign.policy.caps import day_window
-from paysign.services import policy
+from paysign.services import account_admin, keys, policy
 from paysign.services.signing import (
     SigningDeps,
     SigningWork,
@@ -20,7 +22,7 @@ from paysign.services.signing import (
     signing_work,
 )
 from paysign.store import policy_repo, postgres_pipeline
-from paysign.store.signing_store import SigningStore
+from paysign.store.signing_store import SigningStore, signing_store_for
 
 
 def prefetching_deps(runtime: Runtime, signing_store: SigningStore) -> SigningDeps:
@@ -69,3 +71,53 @@ def pipeline_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
     monkeypatch.setattr(postgres_pipeline.Pipeline, "run", recording)
     return runs
+
+
+@pytest.fixture(name="other")
+def another_process(runtime: Runtime, deps: SigningDeps) -> Iterator[SigningDeps]:
+    """The fixture ``other`` (import this into a test module that has ``deps``): the deps of
+    a second signing store on the same database, as another process has."""
+    store = signing_store_for(runtime.db)
+    yield SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
+    store.close()
+
+
+#: Changes another writer makes to a payer's key, rules or policy, and what each payment of
+#: theirs is refused with from then on: (change(runtime, account), the refusal's type).
+HOLDER_CHANGES = [
+    pytest.param(
+        lambda runtime, account: policy.decide_seller(
+            runtime.db,
+            runtime.clock,
+            email=account["email"],
+            seller="api.example.com",
+            kind="deny",
+        ),
+        SellerDenied,
+        id="seller-denied",
+    ),
+    pytest.param(
+        lambda runtime, account: set_caps(runtime, account, daily=5_000, monthly=None),
+        SpendCapExceeded,
+        id="daily-cap-lowered",
+    ),
+    pytest.param(
+        lambda runtime, account: keys.revoke_key(runtime.db, runtime.clock, email=account["email"]),
+        NotAuthenticated,
+        id="key-revoked",
+    ),
+    pytest.param(
+        lambda runtime, account: account_admin.disable_account(
+            runtime.db, runtime.clock, email=account["email"]
+        ),
+        NotAuthenticated,
+        id="account-disabled",
+    ),
+    pytest.param(
+        lambda runtime, account: policy.freeze_spending(
+            runtime.db, runtime.clock, email=account["email"], frozen=True
+        ),
+        SpendingFrozen,
+        id="spending-frozen",
+    ),
+]

@@ -68,8 +68,8 @@ def test_a_known_payer_is_what_was_read_with_what_the_batch_added() -> None:
     plan = plan_at(NOW)
     day, month = plan.windows or windows_at(NOW)
     statements = read(plan, holder_of())
-    statements.add_spend(SpendTotal("acct-1", day, month, CAPS, 30))
-    statements.add_spend(SpendTotal("acct-1", day, month, CAPS, 20))
+    statements.add_spends([SpendTotal("acct-1", day, month, CAPS, 30)])
+    statements.add_spends([SpendTotal("acct-1", day, month, CAPS, 20)])
     statements.touch_keys([("key-1", NOW)])
     known = KnownPayers()
     known.remember(statements)
@@ -88,7 +88,7 @@ def test_a_later_batch_adds_to_what_is_known() -> None:
     known.remember(read(plan, holder_of()))
     [reads] = known.reads_for([plan]) or []
     later = PrefetchedStatements([reads])
-    later.add_spend(SpendTotal("acct-1", day, month, CAPS, 7))
+    later.add_spends([SpendTotal("acct-1", day, month, CAPS, 7)])
     known.remember(later)
     [reads] = known.reads_for([plan]) or []
     assert reads.spent == (107, 207)
@@ -105,7 +105,7 @@ def test_spend_added_in_another_day_leaves_the_windows_unknown() -> None:
     plan = plan_at(NOW)
     tomorrow, month = windows_at(NOW + DAY)
     statements = read(plan, holder_of())
-    statements.add_spend(SpendTotal("acct-1", tomorrow, month, CAPS, 30))
+    statements.add_spends([SpendTotal("acct-1", tomorrow, month, CAPS, 30)])
     known = KnownPayers()
     known.remember(statements)
     assert known.reads_for([plan]) is None

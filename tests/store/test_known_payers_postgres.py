@@ -6,25 +6,25 @@ with locks, and a cap refusal is only made on those."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from conftest import new_account
-from paysign.errors import NotAuthenticated, SellerDenied, SpendCapExceeded, SpendingFrozen
+from paysign.errors import SpendCapExceeded
 from paysign.policy.caps import DAY, windows_at
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import seller_location
 from paysign.protocol import PreparedPayment
-from paysign.services import account_admin, keys, policy
+from paysign.services import policy
 from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS
 from paysign.services.signing import SigningDeps, signing_committer
 from paysign.store import schema
 from paysign.store import signing_sql as sql
 from paysign.store.postgres_statements import psycopg_style
-from paysign.store.signing_store import signing_store_for
 from read_ahead_support import (
+    HOLDER_CHANGES,
+    another_process,  # noqa: F401 - the fixture `other`
     burst,
     pipeline_runs,  # noqa: F401 - the fixture `sent`
     prefetching_deps,
@@ -39,22 +39,14 @@ def deps(runtime: Any, signing_store: Any) -> SigningDeps:
     return prefetching_deps(runtime, signing_store)
 
 
-@pytest.fixture
-def other(runtime: Any, deps: SigningDeps) -> Iterator[SigningDeps]:
-    """The deps of a second signing store on the same database, as another process has."""
-    store = signing_store_for(runtime.db)
-    yield SigningDeps(store, runtime.vault, runtime.clock, runtime.registry)
-    store.close()
-
-
 # The rules read for work()'s seller are on every host that could match it.
 SELLER_HOSTS = len(candidate_hosts(seller_location("https://api.example.com/weather")))
 HOLDER_READ = psycopg_style(sql.fingerprinted_holder_sql(SELLER_HOSTS))
-GUARD = psycopg_style(sql.guard_holder_unchanged_sql(SELLER_HOSTS))
+GUARD = psycopg_style(sql.GUARD_HOLDERS_UNCHANGED)
 
 
 def is_one_round_trip(statements: list[str]) -> bool:
-    """BEGIN, the holder's guard, the writes and COMMIT; the holder not read."""
+    """BEGIN, the holders' guard, the writes and COMMIT; no holder read."""
     return (
         statements[0] == "BEGIN"
         and statements[1] == GUARD
@@ -127,48 +119,7 @@ def test_every_batch_of_a_known_payers_burst_is_one_round_trip(
     assert spent_today(runtime, account) == 9 * 10_000
 
 
-@pytest.mark.parametrize(
-    ("change", "refused_with"),
-    [
-        pytest.param(
-            lambda runtime, account: policy.decide_seller(
-                runtime.db,
-                runtime.clock,
-                email=account["email"],
-                seller="api.example.com",
-                kind="deny",
-            ),
-            SellerDenied,
-            id="seller-denied",
-        ),
-        pytest.param(
-            lambda runtime, account: set_caps(runtime, account, daily=5_000, monthly=None),
-            SpendCapExceeded,
-            id="daily-cap-lowered",
-        ),
-        pytest.param(
-            lambda runtime, account: keys.revoke_key(
-                runtime.db, runtime.clock, email=account["email"]
-            ),
-            NotAuthenticated,
-            id="key-revoked",
-        ),
-        pytest.param(
-            lambda runtime, account: account_admin.disable_account(
-                runtime.db, runtime.clock, email=account["email"]
-            ),
-            NotAuthenticated,
-            id="account-disabled",
-        ),
-        pytest.param(
-            lambda runtime, account: policy.freeze_spending(
-                runtime.db, runtime.clock, email=account["email"], frozen=True
-            ),
-            SpendingFrozen,
-            id="spending-frozen",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("change", "refused_with"), HOLDER_CHANGES)
 def test_a_change_by_another_writer_holds_from_the_next_payment(
     deps: SigningDeps, runtime: Any, change: Any, refused_with: type[Exception]
 ) -> None:

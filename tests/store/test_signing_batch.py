@@ -69,11 +69,12 @@ class FakeStatements:
         self.calls.append("lock_windows")
         return self._add(account_id, 0)
 
-    def add_spend(self, total: SpendTotal) -> bool:
-        self.calls.append("add_spend")
-        if not self._fits(total):
+    def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
+        self.calls.append("add_spends")
+        if not all(self._fits(total) for total in totals):
             return False
-        self._add(total.account_id, total.amount)
+        for total in totals:
+            self._add(total.account_id, total.amount)
         return True
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
@@ -122,7 +123,7 @@ def test_the_first_payment_is_reserved_at_once_and_the_rest_at_the_flush() -> No
     assert sql.spent[("a1", "daily")] == 30  # only the first is in the database before the flush
     tx.flush()
     assert sql.spent == {("a1", "daily"): 90, ("a1", "monthly"): 90}
-    assert sql.calls == ["reserve", "add_spend"]
+    assert sql.calls == ["reserve", "add_spends"]
 
 
 def test_a_refused_first_payment_locks_the_windows_and_smaller_ones_still_fit() -> None:
@@ -135,7 +136,7 @@ def test_a_refused_first_payment_locks_the_windows_and_smaller_ones_still_fit() 
     assert tx.reserve("a1", 10, DAY, MONTH, CAPS) is None
     tx.flush()
     assert sql.spent[("a1", "daily")] == 100
-    assert sql.calls == ["reserve", "lock_windows", "add_spend"]
+    assert sql.calls == ["reserve", "lock_windows", "add_spends"]
 
 
 def test_the_monthly_cap_refuses_when_the_day_has_room() -> None:

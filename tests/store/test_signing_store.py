@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from psycopg_pool import PoolTimeout
 
-from conftest import free_port, signature_body
+from conftest import free_port, new_account, signature_body
 from paysign.policy.caps import Caps, day_window, month_window
 from paysign.protocol import SignedPayment
 from paysign.services.keys import hash_api_key
@@ -88,7 +88,7 @@ def test_the_database_refuses_a_total_past_a_cap_that_memory_let_through(
         assert tx.reserve(account_id, 60, DAY, MONTH, caps) is None
         tx.insert_signature(record(account_id, 1))
         past_the_cap = SpendTotal(account_id, DAY, MONTH, caps, 41)
-        if not tx._sql.add_spend(past_the_cap):  # SQLite says so at once
+        if not tx._sql.add_spends([past_the_cap]):  # SQLite says so at once
             raise ReservationLost("refused at once")
     assert spent(runtime, account_id) == {}
     with runtime.db.read() as conn:
@@ -96,6 +96,28 @@ def test_the_database_refuses_a_total_past_a_cap_that_memory_let_through(
     with signing_store.transaction() as tx:  # and the store still works
         assert tx.reserve(account_id, 100, DAY, MONTH, caps) is None
     assert spent(runtime, account_id) == {"daily": 100, "monthly": 100}
+
+
+def test_a_batchs_totals_over_several_accounts_are_all_added_or_none(
+    runtime, signing_store
+) -> None:
+    """One statement for them all on PostgreSQL: each account's windows get their own total,
+    and one total past its cap adds nothing to any of them."""
+    accounts = [new_account(runtime)["account_id"] for _ in range(3)]
+    caps = Caps(per_payment=None, daily=100, monthly=1_000)
+    with signing_store.transaction() as tx:
+        for account_id in accounts:
+            assert tx.reserve(account_id, 10, DAY, MONTH, caps) is None
+        totals = [SpendTotal(a, DAY, MONTH, caps, 20 + i) for i, a in enumerate(accounts)]
+        assert tx._sql.add_spends(totals)
+    after = [{"daily": 30 + i, "monthly": 30 + i} for i in range(3)]
+    assert [spent(runtime, account_id) for account_id in accounts] == after
+    with pytest.raises(ReservationLost), signing_store.transaction() as tx:
+        totals = [SpendTotal(a, DAY, MONTH, caps, 10) for a in accounts]
+        totals[1] = SpendTotal(accounts[1], DAY, MONTH, caps, 70)  # 31 + 70 > 100
+        if not tx._sql.add_spends(totals):  # SQLite says so at once
+            raise ReservationLost("refused at once")
+    assert [spent(runtime, account_id) for account_id in accounts] == after
 
 
 def test_a_holder_and_their_rules_on_the_sellers_hosts_come_together(

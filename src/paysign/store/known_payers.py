@@ -5,7 +5,7 @@ round trips, with the windows locked from the first to the commit. A payer paid 
 ago needs neither the read nor the lock:
 
 * **The holder and their rules** are taken from here, and the write's round trip checks them:
-  its first statement (``signing_sql.guard_holder_unchanged_sql``) fails the transaction unless
+  its first statement (``signing_sql.GUARD_HOLDERS_UNCHANGED``) fails the transaction unless
   the key is still live and a digest of everything read of the holder and their rules is
   unchanged, so a revoked key, a new rule or a lowered cap is never missed.
 * **What the windows have spent** is what was read plus what this process added since. Another

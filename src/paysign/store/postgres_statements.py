@@ -27,6 +27,7 @@ from paysign.store.signing_statements import (
     seller_spend_params,
     signature_row,
     spend_params,
+    spend_rows,
 )
 
 #: From this many signatures in a batch, they go by ``COPY``.
@@ -73,10 +74,14 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
                 copy.write_row(signature_row(record))
         self.to_copy = []
 
-    def add_spend(self, total: SpendTotal) -> bool:
+    def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
         """Always ``True``: a total the guard refuses fails the transaction instead (see
-        ``ADD_SPEND_OR_FAIL``), which ``PostgresSigningStore`` reports as ``ReservationLost``."""
-        self._cur.execute(self._sql(sql.ADD_SPEND_OR_FAIL), spend_params(total))
+        ``ADD_SPEND_OR_FAIL``), which ``PostgresSigningStore`` reports as ``ReservationLost``.
+        One statement for one account; for more, ``ADD_SPENDS_OR_FAIL``."""
+        if len(totals) == 1:
+            self._cur.execute(self._sql(sql.ADD_SPEND_OR_FAIL), spend_params(totals[0]))
+        else:
+            self._cur.execute(self._sql(sql.ADD_SPENDS_OR_FAIL), {"totals": spend_rows(totals)})
         return True
 
     def add_hour_spend(self, total: HourTotal) -> bool:

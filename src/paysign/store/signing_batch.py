@@ -119,8 +119,9 @@ class SigningStatements(Protocol):
         """Lock (creating at 0) the account's two windows; what each has spent."""
         ...
 
-    def add_spend(self, total: SpendTotal) -> bool:
-        """Add ``total.amount`` to both windows unless either would pass its cap."""
+    def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
+        """Add each total's amount to its account's two windows unless any window would pass
+        its cap (then ``False``, and the caller rolls the transaction back)."""
         ...
 
     def lock_hour(self, account_id: str, hour: Window) -> int:
@@ -340,12 +341,13 @@ class BatchTransaction:
 
     def flush(self) -> None:
         """Write what the batch gathered; raises ``ReservationLost`` if a cap would pass."""
-        for (account_id, _, _), w in sorted(self._windows.items()):
-            if w.caps is None or w.added == w.stored:
-                continue
-            total = SpendTotal(account_id, w.day, w.month, w.caps, w.added - w.stored)
-            if not self._sql.add_spend(total):
-                raise ReservationLost("a batch's spend total passed a cap it had checked")
+        totals = [
+            SpendTotal(account_id, w.day, w.month, w.caps, w.added - w.stored)
+            for (account_id, _, _), w in sorted(self._windows.items())
+            if w.caps is not None and w.added != w.stored
+        ]
+        if totals and not self._sql.add_spends(totals):
+            raise ReservationLost("a batch's spend total passed a cap it had checked")
         for (account_id, hour), h in sorted(self._hours.items(), key=lambda i: i[0][0]):
             if h.cap is None or not h.added:
                 continue

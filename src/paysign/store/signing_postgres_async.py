@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.errors import DivisionByZero
@@ -293,20 +294,24 @@ def _payer_reads(plans: Sequence[PlannedRead], rows: list[list[Row]]) -> list[Pa
 
 
 def _guard_commands(found: Sequence[PayerReads]) -> list[Command]:
-    """For each key and hosts of ``found``, a statement that fails unless the key is live at
-    the latest moment asked and what was read of its holder and rules is unchanged."""
+    """One statement that fails unless, for each key and hosts of ``found``, the key is live
+    at the latest moment asked and what was read of its holder and rules is unchanged."""
     latest: dict[tuple[bytes, tuple[str, ...]], PayerReads] = {}
     for reads in found:
         key = (reads.plan.key_hash, reads.plan.hosts)
         if key not in latest or latest[key].plan.now < reads.plan.now:
             latest[key] = reads
-    commands = []
-    for (key_hash, hosts), reads in latest.items():
-        params: dict[str, Any] = {f"h{i}": host for i, host in enumerate(hosts)}
-        params.update(key_hash=key_hash, now=reads.plan.now, fingerprint=reads.fingerprint)
-        guard = psycopg_style(sql.guard_holder_unchanged_sql(len(hosts)))
-        commands.append(Command(guard, params))
-    return commands
+    guards = [
+        {
+            "key_hash": key_hash.hex(),
+            "now": reads.plan.now,
+            "hosts": hosts,
+            "fingerprint": reads.fingerprint.hex() if reads.fingerprint is not None else None,
+        }
+        for (key_hash, hosts), reads in latest.items()
+    ]
+    guard = psycopg_style(sql.GUARD_HOLDERS_UNCHANGED)
+    return [Command(guard, {"guards": orjson.dumps(guards).decode()})]
 
 
 def _write_commands(statements: PrefetchedStatements) -> list[Command]:

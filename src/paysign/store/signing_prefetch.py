@@ -179,12 +179,12 @@ class PrefetchedStatements(PostgresStatements):
         for limit, spent in ((total.caps.daily, day_spent), (total.caps.monthly, month_spent)):
             if limit is not None and spent + total.amount > limit:
                 return None
-        self.add_spend(total)
+        self.add_spends([total])
         return day_spent + total.amount, month_spent + total.amount
 
-    def add_spend(self, total: SpendTotal) -> bool:
-        self.added.append(total)
-        return super().add_spend(total)
+    def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
+        self.added.extend(totals)
+        return super().add_spends(totals)
 
     def add_hour_spend(self, total: HourTotal) -> bool:
         self.added.append(total)

@@ -27,10 +27,16 @@ FROM api_keys k
 JOIN wallets w ON w.account_id = k.account_id
 LEFT JOIN policies p ON p.account_id = k.account_id"""
 
-# A key is live while unrevoked, unexpired and its account not disabled by an operator (an
-# indexed lookup by primary key inside the same statement: no round trip of its own).
-_LIVE_KEY = """k.key_hash = :key_hash AND k.revoked_at IS NULL AND k.expires_at > :now
-AND EXISTS (SELECT 1 FROM accounts ka WHERE ka.id = k.account_id AND ka.disabled_at IS NULL)"""
+
+def _live_key(key_hash: str, now: str) -> str:
+    """The key ``key_hash`` is live at ``now`` (both SQL expressions): unrevoked, unexpired
+    and its account not disabled by an operator (an indexed lookup by primary key inside the
+    same statement: no round trip of its own)."""
+    return f"""k.key_hash = {key_hash} AND k.revoked_at IS NULL AND k.expires_at > {now}
+AND EXISTS (SELECT 1 FROM accounts ka WHERE ka.id = k.account_id AND ka.disabled_at IS NULL)"""  # noqa: S608 - this module's own expressions
+
+
+_LIVE_KEY = _live_key(":key_hash", ":now")
 
 
 def _holder_read(host_count: int, leading: str = "") -> str:
@@ -148,6 +154,30 @@ ADD_HOUR_SPEND = """
 UPDATE spend_windows SET spent = spent + :amount
 WHERE account_id = :account_id AND "window" = 'hourly' AND start = :hour_start
 AND spent + :amount <= CAST(:hourly_cap AS BIGINT)
+"""
+
+# ADD_SPEND_OR_FAIL for many accounts at once: ``:totals`` is a JSON array of one object per
+# window row (account, window, start, the amount added, the cap or null). The rows are locked
+# in one order (by account, window, start) before any is updated, as the statements one per
+# account took them, so two writers never wait on each other in a cycle.
+ADD_SPENDS_OR_FAIL = """
+WITH total AS (
+    SELECT * FROM json_to_recordset(CAST(:totals AS JSON))
+    AS t (account_id VARCHAR, "window" VARCHAR, start BIGINT, amount BIGINT, cap BIGINT)
+), locked AS (
+    SELECT s.account_id, s."window", s.start FROM spend_windows s
+    JOIN total t ON t.account_id = s.account_id AND t."window" = s."window" AND t.start = s.start
+    ORDER BY s.account_id, s."window", s.start
+    FOR UPDATE OF s
+), added AS (
+    UPDATE spend_windows s SET spent = s.spent + t.amount
+    FROM total t JOIN locked l
+    ON l.account_id = t.account_id AND l."window" = t."window" AND l.start = t.start
+    WHERE s.account_id = t.account_id AND s."window" = t."window" AND s.start = t.start
+    AND s.spent + t.amount <= COALESCE(t.cap, s.spent + t.amount)
+    RETURNING 1
+)
+SELECT 1 / (CASE WHEN count(*) = (SELECT count(*) FROM total) THEN 1 ELSE 0 END) FROM added
 """
 
 ADD_HOUR_SPEND_OR_FAIL = (
@@ -271,35 +301,51 @@ def grants_sql(host_count: int) -> str:
 
 # Everything a batch reads of a key's holder (but when the key was last used) and of their
 # rules on the hosts, as one digest: a batch that runs on what an earlier one read sends
-# ``guard_holder_unchanged_sql``, and any change since fails it (``known_payers``). PostgreSQL
+# ``GUARD_HOLDERS_UNCHANGED``, and any change since fails it (``known_payers``). PostgreSQL
 # only; the columns go through one text form, NULLs included. Derived from the holder's
 # columns, so that a column added to what is read is in the digest too.
 _FINGERPRINT_COLUMNS = ", ".join(column for column in _HOLDER if column != "k.last_used_at")
 
 
-def _fingerprint(host_count: int) -> str:
+def _fingerprint(hosts_match: str | None) -> str:
+    """The digest; ``hosts_match``: how a rule's host is matched to the hosts asked about
+    (``IN (...)``, ``= ANY(...)``), ``None`` when none were. No rule on them digests as no
+    hosts asked about."""
     text = f"CAST(ROW({_FINGERPRINT_COLUMNS}) AS TEXT)"
-    if host_count:
+    if hosts_match is not None:
         rule = f"CAST(ROW({_RULE_COLUMNS}) AS TEXT)"
         rules = (
             f"SELECT string_agg({rule}, ',' ORDER BY r.kind, r.host, r.path)"  # noqa: S608
-            " FROM policy_rules r WHERE r.account_id = k.account_id"
-            f" AND r.host IN ({_host_placeholders(host_count)})"
+            f" FROM policy_rules r WHERE r.account_id = k.account_id AND r.host {hosts_match}"
         )
         text += f" || COALESCE(({rules}), '')"
     return f"sha256(convert_to({text}, 'UTF8'))"
+
+
+def _hosts_in(host_count: int) -> str | None:
+    return f"IN ({_host_placeholders(host_count)})" if host_count else None
 
 
 @lru_cache(maxsize=64)
 def fingerprinted_holder_sql(host_count: int) -> str:
     """The holder's digest, then what ``key_holder_with_grants_sql`` (or, with no hosts,
     KEY_HOLDER) reads: one statement, so the digest is of what was read."""
-    return _holder_read(host_count, f"{_fingerprint(host_count)}, ")
+    return _holder_read(host_count, f"{_fingerprint(_hosts_in(host_count))}, ")
 
 
-@lru_cache(maxsize=64)
-def guard_holder_unchanged_sql(host_count: int) -> str:
-    """Fails (a division by zero) unless the key is live at ``:now`` and its holder's digest
-    on ``host_count`` hosts is still ``:fingerprint``."""
-    digest = f"SELECT {_fingerprint(host_count)}{_KEY_HOLDER_FROM}\nWHERE {_LIVE_KEY}"
-    return f"SELECT 1 / (CASE WHEN ({digest}) = :fingerprint THEN 1 ELSE 0 END)"
+# Fails (a division by zero) unless each key of ``:guards`` is live at its moment and its
+# holder's digest on its hosts is still the one given: a JSON array of one object per key (its
+# hash and the digest in hex, the moment, the hosts asked about). One statement whatever the
+# number of payers: a statement each cost the client and the server more than the check.
+GUARD_HOLDERS_UNCHANGED = f"""
+WITH guard AS (
+    SELECT * FROM json_to_recordset(CAST(:guards AS JSON))
+    AS g (key_hash TEXT, now BIGINT, hosts TEXT[], fingerprint TEXT)
+)
+SELECT 1 / (CASE WHEN count(*) = (SELECT count(*) FROM guard) THEN 1 ELSE 0 END)
+FROM guard g
+JOIN api_keys k ON {_live_key("decode(g.key_hash, 'hex')", "g.now")}
+JOIN wallets w ON w.account_id = k.account_id
+LEFT JOIN policies p ON p.account_id = k.account_id
+WHERE {_fingerprint("= ANY(g.hosts)")} = decode(g.fingerprint, 'hex')
+"""  # noqa: S608 - interpolates this module's own text only

@@ -82,6 +82,40 @@ def spend_params(total: SpendTotal) -> dict[str, Any]:
     }
 
 
+def spend_rows(totals: Sequence[SpendTotal]) -> str:
+    """``totals`` as ``signing_sql.ADD_SPENDS_OR_FAIL`` takes them: a JSON array with one
+    object per window row, the amounts of totals on the same row (two days of one month)
+    summed under the lowest of their caps.
+
+    >>> from paysign.policy.caps import Caps, windows_at
+    >>> day, month = windows_at(86_400 * 40)
+    >>> caps = Caps(None, 500, None)
+    >>> [(r["window"], r["amount"], r["cap"]) for r in orjson.loads(spend_rows(
+    ...     [SpendTotal("a", day, month, caps, 7), SpendTotal("a", day, month, caps, 3)]))]
+    [('daily', 10, 500), ('monthly', 10, None)]
+    """
+    rows: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for total in totals:
+        for name, start, cap in (
+            ("daily", total.day.start, total.caps.daily),
+            ("monthly", total.month.start, total.caps.monthly),
+        ):
+            row = rows.get((total.account_id, name, start))
+            if row is None:
+                rows[(total.account_id, name, start)] = {
+                    "account_id": total.account_id,
+                    "window": name,
+                    "start": start,
+                    "amount": total.amount,
+                    "cap": cap,
+                }
+                continue
+            row["amount"] += total.amount
+            if cap is not None:
+                row["cap"] = cap if row["cap"] is None else min(row["cap"], cap)
+    return orjson.dumps(list(rows.values())).decode()
+
+
 def hour_spend_params(total: HourTotal) -> dict[str, Any]:
     return {
         "account_id": total.account_id,
@@ -174,9 +208,12 @@ class SqlStatements(PendingStatements):
         spent = {name: int(value) for name, value in self._cur.fetchall()}
         return spent["daily"], spent["monthly"]
 
-    def add_spend(self, total: SpendTotal) -> bool:
-        self._cur.execute(self._sql(sql.ADD_SPEND), spend_params(total))
-        return bool(self._cur.rowcount == 2)
+    def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
+        for total in totals:
+            self._cur.execute(self._sql(sql.ADD_SPEND), spend_params(total))
+            if self._cur.rowcount != 2:
+                return False
+        return True
 
     def lock_hour(self, account_id: str, hour: Window) -> int:
         params = {"account_id": account_id, "hour_start": hour.start}

@@ -1,0 +1,143 @@
+"""A batch over many known payers (store/signing_postgres_async.py): one guard statement and
+one spend statement for them all, whatever their number; a change to any one payer sends the
+whole batch back to locked reads, where each gets what it would have got alone; and two
+processes paying the same payers in different orders never pass a cap nor wait on each other."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from conftest import new_account
+from paysign.errors import SpendCapExceeded
+from paysign.protocol import PreparedPayment
+from paysign.services.signing import SigningDeps, signing_committer
+from paysign.store import signing_sql as sql
+from paysign.store.postgres_statements import psycopg_style
+from read_ahead_support import (
+    HOLDER_CHANGES,
+    another_process,  # noqa: F401 - the fixture `other`
+    pipeline_runs,  # noqa: F401 - the fixture `sent`
+    prefetching_deps,
+    set_caps,
+    spent_today,
+    work,
+)
+
+GUARD = psycopg_style(sql.GUARD_HOLDERS_UNCHANGED)
+ADD_SPENDS = psycopg_style(sql.ADD_SPENDS_OR_FAIL)
+PAYERS = 6
+
+
+@pytest.fixture
+def deps(runtime: Any, signing_store: Any) -> SigningDeps:
+    return prefetching_deps(runtime, signing_store)
+
+
+@pytest.fixture
+def accounts(runtime: Any) -> list[dict[str, str]]:
+    return [new_account(runtime) for _ in range(PAYERS)]
+
+
+def pay_each(deps: SigningDeps, accounts: list[dict[str, str]]) -> list[object]:
+    """One payment of 10,000 from each account, sent together through one group committer."""
+    committer = signing_committer(deps)
+
+    async def together() -> list[object]:
+        return await asyncio.gather(*(committer.run(work(deps, a)) for a in accounts))
+
+    return asyncio.run(together())
+
+
+def signed(outcomes: list[object]) -> int:
+    return sum(isinstance(o, PreparedPayment) for o in outcomes)
+
+
+def test_a_batch_of_known_payers_sends_one_guard_and_one_spend_statement(
+    deps: SigningDeps, runtime: Any, accounts: list[dict[str, str]], sent: list[list[str]]
+) -> None:
+    batches = deps.store.prefetching
+    assert signed(pay_each(deps, accounts)) == PAYERS
+    before = len(sent)
+    assert signed(pay_each(deps, accounts)) == PAYERS
+    runs = sent[before:]  # the first payment alone, then the rest together
+    assert len(runs) <= 2 and ADD_SPENDS in runs[-1]
+    # BEGIN, the guard, the spend, the signatures, COMMIT: whatever the number of payers
+    assert all(run[:2] == ["BEGIN", GUARD] and run[-1] == "COMMIT" for run in runs)
+    assert all(len(run) == 5 for run in runs)
+    assert batches.committed_on_known == len(runs) and batches.stale == 0
+    assert [spent_today(runtime, a) for a in accounts] == [20_000] * PAYERS
+
+
+# A lowered cap is left out: a payer a cap refused is read with locks until a payment passes.
+@pytest.mark.parametrize(
+    ("change", "refused_with"),
+    [change for change in HOLDER_CHANGES if change.id != "daily-cap-lowered"],
+)
+def test_one_changed_payer_sends_the_whole_batch_back_to_locked_reads(
+    deps: SigningDeps,
+    runtime: Any,
+    accounts: list[dict[str, str]],
+    change: Any,
+    refused_with: type[Exception],
+) -> None:
+    batches = deps.store.prefetching
+    assert signed(pay_each(deps, accounts)) == PAYERS
+    changed = accounts[PAYERS // 2]
+    change(runtime, changed)
+    outcomes = pay_each(deps, accounts)
+    assert [isinstance(o, refused_with) for o in outcomes] == [a is changed for a in accounts]
+    assert batches.stale == 1  # the batch with the changed payer, read again with locks
+    assert [spent_today(runtime, a) for a in accounts] == [
+        10_000 if a is changed else 20_000 for a in accounts
+    ]
+    known = batches.committed_on_known
+    assert signed(pay_each(deps, accounts)) == PAYERS - 1
+    assert batches.committed_on_known > known and batches.stale == 1  # all known again
+
+
+def test_one_payer_past_a_cap_another_process_reached_sends_the_batch_back(
+    deps: SigningDeps, other: SigningDeps, runtime: Any, accounts: list[dict[str, str]]
+) -> None:
+    capped = accounts[1]
+    set_caps(runtime, capped, daily=30_000, monthly=None)
+    batches = deps.store.prefetching
+    assert signed(pay_each(deps, accounts)) == PAYERS
+    assert signed(pay_each(other, [capped, capped])) == 2  # unseen here: at the cap now
+    outcomes = pay_each(deps, accounts)
+    assert [isinstance(o, SpendCapExceeded) for o in outcomes] == [a is capped for a in accounts]
+    assert batches.stale == 1
+    assert [spent_today(runtime, a) for a in accounts] == [
+        30_000 if a is capped else 20_000 for a in accounts
+    ]
+
+
+def test_two_processes_paying_the_same_payers_in_turn_stop_at_each_cap(
+    deps: SigningDeps, other: SigningDeps, runtime: Any, accounts: list[dict[str, str]]
+) -> None:
+    for account in accounts:
+        set_caps(runtime, account, daily=9 * 10_000, monthly=None)
+    stores = [deps.store.prefetching, other.store.prefetching]
+    assert signed(pay_each(deps, accounts)) == PAYERS
+    assert signed(pay_each(other, accounts[::-1])) == PAYERS
+    committers = [signing_committer(deps), signing_committer(other)]
+
+    async def race() -> list[object]:
+        return await asyncio.gather(
+            *(
+                committers[turn % 2].run(work((deps, other)[turn % 2], account))
+                for turn in range(12)
+                for account in (accounts if turn % 2 else accounts[::-1])
+            )
+        )
+
+    outcomes = asyncio.run(race())
+    assert signed(outcomes) == PAYERS * 7
+    assert all(
+        isinstance(o, SpendCapExceeded) for o in outcomes if not isinstance(o, PreparedPayment)
+    )
+    assert [spent_today(runtime, a) for a in accounts] == [9 * 10_000] * PAYERS
+    assert sum(s.committed_on_known for s in stores) > 0
+    assert all(s.given_up == 0 for s in stores)
