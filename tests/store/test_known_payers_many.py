@@ -9,10 +9,13 @@ import asyncio
 from typing import Any
 
 import pytest
+from psycopg import AsyncConnection
 
 from conftest import new_account
 from paysign.errors import SpendCapExceeded
+from paysign.policy.caps import windows_at
 from paysign.protocol import PreparedPayment
+from paysign.services.keys import hash_api_key
 from paysign.services.signing import SigningDeps, signing_committer
 from paysign.store import signing_sql as sql
 from paysign.store.postgres_statements import psycopg_style
@@ -141,3 +144,65 @@ def test_two_processes_paying_the_same_payers_in_turn_stop_at_each_cap(
     assert [spent_today(runtime, a) for a in accounts] == [9 * 10_000] * PAYERS
     assert sum(s.committed_on_known for s in stores) > 0
     assert all(s.given_up == 0 for s in stores)
+
+
+def keyed_apart(runtime: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Two payers, the one whose key sorts first with the account id that sorts last."""
+    while True:
+        one, two = new_account(runtime), new_account(runtime)
+        by_key = sorted((one, two), key=lambda a: hash_api_key(a["api_key"]))
+        if by_key[0]["account_id"] > by_key[1]["account_id"]:
+            return by_key[0], by_key[1]
+
+
+async def waiting_for_locks(conn: AsyncConnection[Any], count: int) -> None:
+    """Until ``count`` statements on the spend windows wait for a lock (a minute at most)."""
+    for _ in range(600):
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '%spend_windows%' AND datname = current_database()"
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{count} statements never waited for the windows' locks")
+
+
+def test_known_payers_windows_are_locked_in_the_order_a_batch_reading_them_locks_them(
+    deps: SigningDeps, other: SigningDeps, runtime: Any
+) -> None:
+    """A batch on known payers (here) and a batch reading the same payers with locks (the other
+    process, which has not paid for them yet) both wait for a window another writer holds; once
+    it is released, neither may hold a window the other waits for. Locked by account, the
+    known payers' would: PostgreSQL then breaks the cycle by failing one of the batches."""
+    first, second = keyed_apart(runtime)
+    alone = new_account(runtime)  # a committer's first payment goes alone: then the two
+    assert signed(pay_each(deps, [alone, first, second])) == 3
+    day, _ = windows_at(runtime.clock.now())
+    conninfo, options = runtime.db.psycopg_connect_args()
+
+    async def race() -> list[object]:
+        holder = await AsyncConnection.connect(conninfo, **options)
+        watcher = await AsyncConnection.connect(conninfo, **{**options, "autocommit": True})
+        await holder.execute(
+            "SELECT spent FROM spend_windows WHERE account_id = %s AND \"window\" = 'daily'"
+            " AND start = %s FOR UPDATE",
+            (second["account_id"], day.start),
+        )
+        known, reading = signing_committer(deps), signing_committer(other)
+        on_known = [asyncio.ensure_future(known.run(work(deps, a))) for a in (alone, first, second)]
+        await waiting_for_locks(watcher, 1)  # the known payers' batch
+        on_reads = [
+            asyncio.ensure_future(reading.run(work(other, a))) for a in (alone, first, second)
+        ]
+        await waiting_for_locks(watcher, 2)  # and the one reading them
+        await holder.commit()
+        outcomes = await asyncio.gather(*on_known, *on_reads)
+        await holder.close()
+        await watcher.close()
+        return outcomes
+
+    assert signed(asyncio.run(race())) == 6
+    assert deps.store.prefetching.given_up == 0 and other.store.prefetching.given_up == 0
+    assert [spent_today(runtime, a) for a in (alone, first, second)] == [30_000] * 3

@@ -183,8 +183,14 @@ class PrefetchedStatements(PostgresStatements):
         return day_spent + total.amount, month_spent + total.amount
 
     def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
-        self.added.extend(totals)
-        return super().add_spends(totals)
+        """The totals in the batch's lock order (its payers' keys'), the order in which a
+        batch on locked reads, in this process or another, locks the same windows: on known
+        payers, this statement is where they are locked, and in any other order two such
+        batches could each hold a window the other waits for."""
+        rank = {account_id: i for i, account_id in enumerate(self._by_account)}
+        ordered = sorted(totals, key=lambda total: rank.get(total.account_id, len(rank)))
+        self.added.extend(ordered)
+        return super().add_spends(ordered)
 
     def add_hour_spend(self, total: HourTotal) -> bool:
         self.added.append(total)

@@ -157,17 +157,18 @@ AND spent + :amount <= CAST(:hourly_cap AS BIGINT)
 """
 
 # ADD_SPEND_OR_FAIL for many accounts at once: ``:totals`` is a JSON array of one object per
-# window row (account, window, start, the amount added, the cap or null). The rows are locked
-# in one order (by account, window, start) before any is updated, as the statements one per
-# account took them, so two writers never wait on each other in a cycle.
+# window row (its position, account, window, start, the amount added, the cap or null). The
+# rows are locked in the order of their positions before any is updated: the caller's lock
+# order, so that two writers never wait on each other in a cycle.
 ADD_SPENDS_OR_FAIL = """
 WITH total AS (
     SELECT * FROM json_to_recordset(CAST(:totals AS JSON))
-    AS t (account_id VARCHAR, "window" VARCHAR, start BIGINT, amount BIGINT, cap BIGINT)
+    AS t (position INT, account_id VARCHAR, "window" VARCHAR, start BIGINT, amount BIGINT,
+          cap BIGINT)
 ), locked AS (
     SELECT s.account_id, s."window", s.start FROM spend_windows s
     JOIN total t ON t.account_id = s.account_id AND t."window" = s."window" AND t.start = s.start
-    ORDER BY s.account_id, s."window", s.start
+    ORDER BY t.position
     FOR UPDATE OF s
 ), added AS (
     UPDATE spend_windows s SET spent = s.spent + t.amount

@@ -84,8 +84,9 @@ def spend_params(total: SpendTotal) -> dict[str, Any]:
 
 def spend_rows(totals: Sequence[SpendTotal]) -> str:
     """``totals`` as ``signing_sql.ADD_SPENDS_OR_FAIL`` takes them: a JSON array with one
-    object per window row, the amounts of totals on the same row (two days of one month)
-    summed under the lowest of their caps.
+    object per window row, in the order of ``totals`` (the order they are locked in), the
+    amounts of totals on the same row (two days of one month) summed under the lowest of their
+    caps.
 
     >>> from paysign.policy.caps import Caps, windows_at
     >>> day, month = windows_at(86_400 * 40)
@@ -103,6 +104,7 @@ def spend_rows(totals: Sequence[SpendTotal]) -> str:
             row = rows.get((total.account_id, name, start))
             if row is None:
                 rows[(total.account_id, name, start)] = {
+                    "position": len(rows),
                     "account_id": total.account_id,
                     "window": name,
                     "start": start,
