@@ -1,12 +1,12 @@
-"""A batch of known payers' guard and spend: one statement per payer, or one for them all.
+"""A batch of known payers' guard: one statement per payer, or one for them all.
 
 A batch run on what earlier batches read of its payers (``store/known_payers.py``) checks that
-each payer's key, holder and rules are unchanged, and adds each payer's total to their spend
-windows. Here both go through ``Pipeline.run`` with ``BEGIN`` and ``COMMIT``, for N payers made
-by the services in a throwaway schema (its migrations applied): ``GUARD_HOLDERS_UNCHANGED`` and
-``ADD_SPENDS_OR_FAIL`` once for all, against a guard and an ``ADD_SPEND_OR_FAIL`` per payer.
-Rounds alternate; each prints the medians of the wall time and of this process's CPU per batch
-(what the server's event loop pays), and their ratios.
+each payer's key, holder and rules are unchanged. Here the check goes through ``Pipeline.run``
+with ``BEGIN`` and ``COMMIT``, for N payers made by the services in a throwaway schema (its
+migrations applied): ``GUARD_HOLDERS_UNCHANGED`` once for all, against once per payer (each
+with that payer alone, as the statement per payer it replaced cost the same for one). Rounds
+alternate; each prints the medians of the wall time and of this process's CPU per batch (what
+the server's event loop pays), and their ratios.
 
     .venv/bin/python bench/payer_statements.py [--url postgresql://...] [--counts 1,4,16,32]
 """
@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.pg_schema import postgres_schema, sqlalchemy_url
 from paysign.clock import SystemClock
 from paysign.custody import EnvelopeVault
-from paysign.policy.caps import Caps, windows_at
 from paysign.policy.rules import candidate_hosts
 from paysign.policy.seller import seller_location
 from paysign.services import accounts, keys, policy
@@ -41,21 +40,16 @@ from paysign.store.database import Database
 from paysign.store.migrate import migrate
 from paysign.store.postgres_pipeline import Command, Pipeline
 from paysign.store.postgres_statements import psycopg_style
-from paysign.store.signing_batch import SpendTotal
-from paysign.store.signing_statements import spend_params, spend_rows
 
 HOSTS = tuple(candidate_hosts(seller_location("https://api.example.com/weather")))
 GUARD = psycopg_style(sql.GUARD_HOLDERS_UNCHANGED)
-ADD_SPEND = psycopg_style(sql.ADD_SPEND_OR_FAIL)
-ADD_SPENDS = psycopg_style(sql.ADD_SPENDS_OR_FAIL)
-CAPS = Caps(per_payment=None, daily=10**15, monthly=10**15)
 
 
 class Payer:
-    """A payer as a known-payer batch has them: key hash, account, digest of what was read."""
+    """A payer as a known-payer batch has them: key hash, digest of what was read."""
 
-    def __init__(self, key_hash: bytes, account_id: str, fingerprint: bytes) -> None:
-        self.key_hash, self.account_id, self.fingerprint = key_hash, account_id, fingerprint
+    def __init__(self, key_hash: bytes, fingerprint: bytes) -> None:
+        self.key_hash, self.fingerprint = key_hash, fingerprint
 
     def guard(self, now: int) -> dict[str, object]:
         return {
@@ -66,60 +60,41 @@ class Payer:
         }
 
 
-def make_payers(url: str, count: int) -> list[tuple[bytes, str]]:
-    """``count`` accounts with an API key and an allow rule on the seller: (key hash, id)."""
+def make_payers(url: str, count: int) -> list[bytes]:
+    """``count`` accounts with an API key and an allow rule on the seller: the keys' hashes."""
     db, clock = Database(url), SystemClock()
     migrate(db)
     vault = EnvelopeVault(secrets.token_bytes(32))
     made = []
     for _ in range(count):
         email = f"bench-{secrets.token_hex(4)}@example.com"
-        created = accounts.create_account(
-            db, vault, clock, email=email, password="benchmark password 1234"
-        )
+        accounts.create_account(db, vault, clock, email=email, password="benchmark password 1234")
         issued = keys.issue_key(db, clock, email=email, expires_in_days=1)
         policy.decide_seller(db, clock, email=email, seller="api.example.com", kind="allow")
-        made.append((hash_api_key(issued.api_key), created.account_id))
+        made.append(hash_api_key(issued.api_key))
     db.dispose()
     return made
 
 
-async def read_payers(pipeline: Pipeline, made: list[tuple[bytes, str]]) -> list[Payer]:
-    """Each payer's digest as a batch reads it, their windows created (as the first read does)."""
+async def read_payers(pipeline: Pipeline, made: list[bytes]) -> list[Payer]:
+    """Each payer's digest, as a batch reads it."""
     now = int(time.time())
-    day, month = windows_at(now)
     names = {f"h{i}": host for i, host in enumerate(HOSTS)}
     read = psycopg_style(sql.fingerprinted_holder_sql(len(HOSTS)))
     payers = []
-    for key_hash, account_id in made:
+    for key_hash in made:
         params = {"key_hash": key_hash, "now": now, **names}
         [holder_rows] = await pipeline.run([Command(read, params)])
-        windows = {"account_id": account_id, "day_start": day.start, "month_start": month.start}
-        await pipeline.run([Command(psycopg_style(sql.LOCK_WINDOWS), windows)])
-        payers.append(Payer(key_hash, account_id, bytes(holder_rows[0][0])))
+        payers.append(Payer(key_hash, bytes(holder_rows[0][0])))
     return payers
 
 
 def per_payer(payers: list[Payer], now: int) -> list[Command]:
-    day, month = windows_at(now)
-    guards = [Command(GUARD, {"guards": orjson.dumps([p.guard(now)]).decode()}) for p in payers]
-    spends = [
-        Command(ADD_SPEND, spend_params(SpendTotal(p.account_id, day, month, CAPS, 1)))
-        for p in payers
-    ]
-    return guards + spends
+    return [Command(GUARD, {"guards": orjson.dumps([p.guard(now)]).decode()}) for p in payers]
 
 
 def for_all(payers: list[Payer], now: int) -> list[Command]:
-    """As the store sends them: one payer's spend by ``ADD_SPEND_OR_FAIL`` still."""
-    day, month = windows_at(now)
-    guards = orjson.dumps([p.guard(now) for p in payers]).decode()
-    totals = [SpendTotal(p.account_id, day, month, CAPS, 1) for p in payers]
-    if len(totals) == 1:
-        spend = Command(ADD_SPEND, spend_params(totals[0]))
-    else:
-        spend = Command(ADD_SPENDS, {"totals": spend_rows(totals)})
-    return [Command(GUARD, {"guards": guards}), spend]
+    return [Command(GUARD, {"guards": orjson.dumps([p.guard(now) for p in payers]).decode()})]
 
 
 Way = Callable[[list[Payer], int], list[Command]]

@@ -101,8 +101,8 @@ def test_the_database_refuses_a_total_past_a_cap_that_memory_let_through(
 def test_a_batchs_totals_over_several_accounts_are_all_added_or_none(
     runtime, signing_store
 ) -> None:
-    """One statement for them all on PostgreSQL: each account's windows get their own total,
-    and one total past its cap adds nothing to any of them."""
+    """Each account's windows get their own total, and one total past its cap adds nothing
+    to any of them (on PostgreSQL the commit fails, the pipeline not waiting for row counts)."""
     accounts = [new_account(runtime)["account_id"] for _ in range(3)]
     caps = Caps(per_payment=None, daily=100, monthly=1_000)
     with signing_store.transaction() as tx:

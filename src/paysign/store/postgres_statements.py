@@ -27,7 +27,6 @@ from paysign.store.signing_statements import (
     seller_spend_params,
     signature_row,
     spend_params,
-    spend_rows,
 )
 
 #: From this many signatures in a batch, they go by ``COPY``.
@@ -77,11 +76,11 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
     def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
         """Always ``True``: a total the guard refuses fails the transaction instead (see
         ``ADD_SPEND_OR_FAIL``), which ``PostgresSigningStore`` reports as ``ReservationLost``.
-        One statement for one account; for more, ``ADD_SPENDS_OR_FAIL``."""
-        if len(totals) == 1:
-            self._cur.execute(self._sql(sql.ADD_SPEND_OR_FAIL), spend_params(totals[0]))
-        else:
-            self._cur.execute(self._sql(sql.ADD_SPENDS_OR_FAIL), {"totals": spend_rows(totals)})
+        A statement per account, in the order given: the order their windows are locked in.
+        (One statement for all, its rows locked in order by ``FOR UPDATE`` before the update,
+        made two processes on one database slower than one.)"""
+        for total in totals:
+            self._cur.execute(self._sql(sql.ADD_SPEND_OR_FAIL), spend_params(total))
         return True
 
     def add_hour_spend(self, total: HourTotal) -> bool:

@@ -185,7 +185,7 @@ class PrefetchedStatements(PostgresStatements):
     def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
         """The totals in the batch's lock order (its payers' keys'), the order in which a
         batch on locked reads, in this process or another, locks the same windows: on known
-        payers, this statement is where they are locked, and in any other order two such
+        payers, these statements are where they are locked, and in any other order two such
         batches could each hold a window the other waits for."""
         rank = {account_id: i for i, account_id in enumerate(self._by_account)}
         ordered = sorted(totals, key=lambda total: rank.get(total.account_id, len(rank)))

@@ -156,31 +156,6 @@ WHERE account_id = :account_id AND "window" = 'hourly' AND start = :hour_start
 AND spent + :amount <= CAST(:hourly_cap AS BIGINT)
 """
 
-# ADD_SPEND_OR_FAIL for many accounts at once: ``:totals`` is a JSON array of one object per
-# window row (its position, account, window, start, the amount added, the cap or null). The
-# rows are locked in the order of their positions before any is updated: the caller's lock
-# order, so that two writers never wait on each other in a cycle.
-ADD_SPENDS_OR_FAIL = """
-WITH total AS (
-    SELECT * FROM json_to_recordset(CAST(:totals AS JSON))
-    AS t (position INT, account_id VARCHAR, "window" VARCHAR, start BIGINT, amount BIGINT,
-          cap BIGINT)
-), locked AS (
-    SELECT s.account_id, s."window", s.start FROM spend_windows s
-    JOIN total t ON t.account_id = s.account_id AND t."window" = s."window" AND t.start = s.start
-    ORDER BY t.position
-    FOR UPDATE OF s
-), added AS (
-    UPDATE spend_windows s SET spent = s.spent + t.amount
-    FROM total t JOIN locked l
-    ON l.account_id = t.account_id AND l."window" = t."window" AND l.start = t.start
-    WHERE s.account_id = t.account_id AND s."window" = t."window" AND s.start = t.start
-    AND s.spent + t.amount <= COALESCE(t.cap, s.spent + t.amount)
-    RETURNING 1
-)
-SELECT 1 / (CASE WHEN count(*) = (SELECT count(*) FROM total) THEN 1 ELSE 0 END) FROM added
-"""
-
 ADD_HOUR_SPEND_OR_FAIL = (
     f"WITH added AS ({ADD_HOUR_SPEND.strip()}\nRETURNING 1)\n"
     "SELECT 1 / (CASE WHEN count(*) = 1 THEN 1 ELSE 0 END) FROM added"

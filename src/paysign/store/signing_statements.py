@@ -82,42 +82,6 @@ def spend_params(total: SpendTotal) -> dict[str, Any]:
     }
 
 
-def spend_rows(totals: Sequence[SpendTotal]) -> str:
-    """``totals`` as ``signing_sql.ADD_SPENDS_OR_FAIL`` takes them: a JSON array with one
-    object per window row, in the order of ``totals`` (the order they are locked in), the
-    amounts of totals on the same row (two days of one month) summed under the lowest of their
-    caps.
-
-    >>> from paysign.policy.caps import Caps, windows_at
-    >>> day, month = windows_at(86_400 * 40)
-    >>> caps = Caps(None, 500, None)
-    >>> [(r["window"], r["amount"], r["cap"]) for r in orjson.loads(spend_rows(
-    ...     [SpendTotal("a", day, month, caps, 7), SpendTotal("a", day, month, caps, 3)]))]
-    [('daily', 10, 500), ('monthly', 10, None)]
-    """
-    rows: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for total in totals:
-        for name, start, cap in (
-            ("daily", total.day.start, total.caps.daily),
-            ("monthly", total.month.start, total.caps.monthly),
-        ):
-            row = rows.get((total.account_id, name, start))
-            if row is None:
-                rows[(total.account_id, name, start)] = {
-                    "position": len(rows),
-                    "account_id": total.account_id,
-                    "window": name,
-                    "start": start,
-                    "amount": total.amount,
-                    "cap": cap,
-                }
-                continue
-            row["amount"] += total.amount
-            if cap is not None:
-                row["cap"] = cap if row["cap"] is None else min(row["cap"], cap)
-    return orjson.dumps(list(rows.values())).decode()
-
-
 def hour_spend_params(total: HourTotal) -> dict[str, Any]:
     return {
         "account_id": total.account_id,
