@@ -14,8 +14,8 @@ import structlog
 
 from paysign.store.database import SQLITE_BUSY_TIMEOUT_MS, SQLITE_SYNCHRONOUS
 from paysign.store.signing_batch import BatchTransaction
-from paysign.store.signing_statements import SqlStatements
 from paysign.store.sqlite_lock import WriterLock
+from paysign.store.unchanged_reads import UnchangedReads, UnchangedReadStatements
 from paysign.store.wal_sync import WalSync
 
 SQLITE_CACHE_KIB = 32 * 1024  # page cache of the signing connection
@@ -60,6 +60,7 @@ class SqliteSigningStore:
         # Checkpoints copy the WAL into a database file that grows with the ledger; they run
         # on a thread of their own (PASSIVE: never blocking a writer), not inside a request.
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._unchanged = UnchangedReads()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._checkpoint_connect = checkpoint_connect or _connect
@@ -128,11 +129,14 @@ class SqliteSigningStore:
             cur.execute("BEGIN IMMEDIATE")
             changes = self._conn.total_changes
             try:
-                tx = BatchTransaction(SqlStatements(cur, _same))
+                self._unchanged.begin(cur.execute("PRAGMA data_version").fetchone()[0])
+                tx = BatchTransaction(UnchangedReadStatements(cur, self._unchanged))
                 yield tx
                 tx.flush()
                 cur.execute("COMMIT")
+                self._unchanged.committed()
             except BaseException:
+                self._unchanged.clear()
                 # SQLite undoes some failed transactions itself (a full disk), and a failed
                 # COMMIT may leave one open: roll back only what is open, so the error that
                 # matters is the one raised and the next BEGIN finds no transaction.
@@ -175,7 +179,3 @@ def _close_quietly(conn: sqlite3.Connection | None) -> None:
             conn.close()
         except sqlite3.Error:
             log.warning("wal_checkpoint_connection_not_closed")
-
-
-def _same(statement: str) -> str:
-    return statement
