@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from psycopg import AsyncConnection
 
 from conftest import signature_body
 from paysign.bootstrap import Runtime
 from paysign.errors import NotAuthenticated, SellerDenied, SpendCapExceeded, SpendingFrozen
 from paysign.policy.caps import day_window
+from paysign.protocol import PreparedPayment
 from paysign.services import account_admin, keys, policy
 from paysign.services.signing import (
     SigningDeps,
@@ -56,6 +58,24 @@ def burst(deps: SigningDeps, account: dict[str, str], count: int) -> list[object
         return await asyncio.gather(*(committer.run(work(deps, account)) for _ in range(count)))
 
     return asyncio.run(together())
+
+
+def signed(outcomes: list[object]) -> int:
+    return sum(isinstance(o, PreparedPayment) for o in outcomes)
+
+
+async def waiting_for_locks(conn: AsyncConnection[Any], count: int) -> None:
+    """Until ``count`` statements on the spend windows wait for a lock (a minute at most)."""
+    for _ in range(600):
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '%spend_windows%' AND datname = current_database()"
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{count} statements never waited for the windows' locks")
 
 
 @pytest.fixture(name="sent")

@@ -26,7 +26,9 @@ from read_ahead_support import (
     pipeline_runs,  # noqa: F401 - the fixture `sent`
     prefetching_deps,
     set_caps,
+    signed,
     spent_today,
+    waiting_for_locks,
     work,
 )
 
@@ -53,10 +55,6 @@ def pay_each(deps: SigningDeps, accounts: list[dict[str, str]]) -> list[object]:
         return await asyncio.gather(*(committer.run(work(deps, a)) for a in accounts))
 
     return asyncio.run(together())
-
-
-def signed(outcomes: list[object]) -> int:
-    return sum(isinstance(o, PreparedPayment) for o in outcomes)
 
 
 def test_a_batch_of_known_payers_sends_one_guard_for_them_all(
@@ -155,20 +153,6 @@ def keyed_apart(runtime: Any) -> tuple[dict[str, str], dict[str, str]]:
         by_key = sorted((one, two), key=lambda a: hash_api_key(a["api_key"]))
         if by_key[0]["account_id"] > by_key[1]["account_id"]:
             return by_key[0], by_key[1]
-
-
-async def waiting_for_locks(conn: AsyncConnection[Any], count: int) -> None:
-    """Until ``count`` statements on the spend windows wait for a lock (a minute at most)."""
-    for _ in range(600):
-        cursor = await conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE '%spend_windows%' AND datname = current_database()"
-        )
-        row = await cursor.fetchone()
-        if row is not None and row[0] >= count:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{count} statements never waited for the windows' locks")
 
 
 def test_known_payers_windows_are_locked_in_the_order_a_batch_reading_them_locks_them(

@@ -29,6 +29,7 @@ from read_ahead_support import (
     pipeline_runs,  # noqa: F401 - the fixture `sent`
     prefetching_deps,
     set_caps,
+    signed,
     spent_today,
     work,
 )
@@ -57,10 +58,6 @@ def is_one_round_trip(statements: list[str]) -> bool:
 
 def pay(deps: SigningDeps, account: dict[str, str], count: int = 1) -> list[object]:
     return burst(deps, account, count)
-
-
-def signed(outcomes: list[object]) -> int:
-    return sum(isinstance(o, PreparedPayment) for o in outcomes)
 
 
 def assert_capped(

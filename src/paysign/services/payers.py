@@ -1,14 +1,17 @@
 """Who pays for a signing request, found inside its transaction: by API key, or by account
-(an OAuth access token checked elsewhere)."""
+(an OAuth access token checked elsewhere); and a key's holder checked on its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
 
-from paysign.services.keys import hash_api_key
+from paysign.errors import NotAuthenticated
+from paysign.policy.caps import Window
+from paysign.services.keys import hash_api_key, looks_like_api_key
+from paysign.services.signing_context import SigningDeps
 from paysign.store import repositories as repo
-from paysign.store.signing_batch import FirstRead, ReadAhead
+from paysign.store.signing_batch import FirstRead, PayerWindows, ReadAhead
 from paysign.store.signing_store import SigningTransaction
 
 
@@ -27,6 +30,11 @@ class HolderLoader(Protocol):
         batch runs; ``None`` when it cannot be said in advance."""
         ...
 
+    def payer_windows(self, now: int, windows: tuple[Window, Window]) -> PayerWindows:
+        """The payer and the windows a live payment of theirs reserves in, for a store to lock
+        before the batch runs."""
+        ...
+
     def __call__(
         self, tx: SigningTransaction, now: int, ahead: ReadAhead
     ) -> repo.KeyHolder | None: ...
@@ -43,6 +51,9 @@ class _ByApiKey:
     def first_read(self, now: int, ahead: ReadAhead) -> FirstRead | None:
         return FirstRead(self.key_hash, now, ahead)
 
+    def payer_windows(self, now: int, windows: tuple[Window, Window]) -> PayerWindows:
+        return PayerWindows(self.key_hash, None, now, windows)
+
     def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
         return tx.key_holder(self.key_hash, now, ahead)
 
@@ -58,6 +69,9 @@ class _ByAccount:
     def first_read(self, now: int, ahead: ReadAhead) -> FirstRead | None:
         return None
 
+    def payer_windows(self, now: int, windows: tuple[Window, Window]) -> PayerWindows:
+        return PayerWindows(None, self.account_id, now, windows)
+
     def __call__(self, tx: SigningTransaction, now: int, ahead: ReadAhead) -> repo.KeyHolder | None:
         return tx.account_holder(self.account_id)
 
@@ -69,3 +83,15 @@ def by_api_key(api_key: str) -> HolderLoader:
 def by_account(account_id: str) -> HolderLoader:
     """For a credential already checked elsewhere (an OAuth access token)."""
     return _ByAccount(account_id)
+
+
+def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
+    """The key's holder; ``NotAuthenticated`` for a missing, malformed, unknown, expired or
+    revoked key alike."""
+    if api_key is None or not looks_like_api_key(api_key):
+        raise NotAuthenticated("Unauthorized")
+    with deps.store.transaction() as tx:
+        holder = tx.key_holder(hash_api_key(api_key), deps.clock.now())
+    if holder is None:
+        raise NotAuthenticated("Unauthorized")
+    return holder

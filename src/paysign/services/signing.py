@@ -53,8 +53,8 @@ from paysign.protocol import (
     prepare_payment,
 )
 from paysign.protocol.terms import resource_urls
-from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, hash_api_key, looks_like_api_key
-from paysign.services.payers import HolderLoader, by_account, by_api_key
+from paysign.services.keys import LAST_USED_RESOLUTION_SECONDS, looks_like_api_key
+from paysign.services.payers import HolderLoader, authenticate, by_account, by_api_key
 from paysign.services.refusals import (
     cap_refusal,
     frozen_refusal,
@@ -67,23 +67,8 @@ from paysign.services.signing_context import SigningContext, SigningDeps, time_o
 from paysign.services.signing_records import refusal_record, signature_record
 from paysign.store import repositories as repo
 from paysign.store.group_commit import Completion, GroupCommitter
-from paysign.store.signing_batch import FirstRead, ReadAhead
+from paysign.store.signing_batch import FirstRead, PayerWindows, ReadAhead
 from paysign.store.signing_store import SigningTransaction
-
-# --- who pays (the loaders are in services/payers.py) ---
-
-
-def authenticate(deps: SigningDeps, api_key: str | None) -> repo.KeyHolder:
-    """The key's holder; ``NotAuthenticated`` for a missing, malformed, unknown, expired or
-    revoked key alike."""
-    if api_key is None or not looks_like_api_key(api_key):
-        raise NotAuthenticated("Unauthorized")
-    with deps.store.transaction() as tx:
-        holder = tx.key_holder(hash_api_key(api_key), deps.clock.now())
-    if holder is None:
-        raise NotAuthenticated("Unauthorized")
-    return holder
-
 
 # --- 1. the request, checked before any transaction ---
 
@@ -345,18 +330,28 @@ def _first_read(work: Callable[[SigningContext], SigningOutcome]) -> FirstRead |
     return request.load_holder.first_read(request.now, _read_ahead(request))
 
 
+def _payer_windows(work: Callable[[SigningContext], SigningOutcome]) -> PayerWindows | None:
+    if not isinstance(work, SigningWork):
+        return None
+    request = work.request
+    windows = _read_ahead(request).windows
+    return None if windows is None else request.load_holder.payer_windows(request.now, windows)
+
+
 def signing_committer(
     deps: SigningDeps, completion: Completion | None = None
 ) -> GroupCommitter[SigningContext, SigningOutcome]:
     """Group commit over ``deps.store``, each transaction with its ``SigningContext``; a
     batch's requests run in their payers' order (``HolderLoader.lock_order``), their first
-    reads made before it runs where the store can (``HolderLoader.first_read``)."""
+    reads made before it runs where the store can (``HolderLoader.first_read``), their
+    windows locked first where it has other writers (``HolderLoader.payer_windows``)."""
     return GroupCommitter(
         deps.store,
         partial(SigningContext, deps),
         completion=completion,
         lock_order=_lock_order,
         first_read=_first_read,
+        payer_windows=_payer_windows,
     )
 
 

@@ -39,7 +39,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 
 from paysign.metrics import batch_ran, observe_batch
-from paysign.store.signing_batch import FirstRead
+from paysign.store.signing_batch import FirstRead, PayerWindows
 from paysign.store.signing_prefetch import NotPrefetched
 from paysign.store.signing_store import PrefetchingBatches, SigningStore, SigningTransaction
 
@@ -89,17 +89,23 @@ class GroupCommitter(Generic[C, T]):
         completion: Completion | None = None,
         lock_order: Callable[[Work[C, T]], bytes] | None = None,
         first_read: Callable[[Work[C, T]], FirstRead | None] | None = None,
+        payer_windows: Callable[[Work[C, T]], PayerWindows | None] | None = None,
     ) -> None:
         """``lock_order``: a batch's works run in this order. Works that lock rows as they
         run (a payment its account's spend windows) then lock them in one order in every
         process, so two processes' batches never wait for each other in a cycle (on
         PostgreSQL a deadlock costs a second, ``deadlock_timeout``, then a re-run alone).
+        But payers by account (OAuth) and by key sort apart, and one account may come as
+        both: so a store whose batches can interleave with other writers' (``inline`` false:
+        SQLite has one writer at a time) is first given each work's ``payer_windows``
+        (``lock_payers``), to lock them all in the order of the accounts' ids.
 
         ``first_read``: what a work asks of its transaction first, if known before it runs."""
         self._store = store
         self._begin = begin
         self._lock_order = lock_order
         self._first_read = first_read
+        self._payer_windows = payer_windows
         self._completion = completion
         self._max_inflight = 1 if store.inline else max_inflight
         self._max_batch = max_batch
@@ -250,6 +256,9 @@ class GroupCommitter(Generic[C, T]):
         order = self._order(works)
         try:
             with self._store.transaction() as tx:
+                if not self._store.inline and self._payer_windows is not None and len(works) > 1:
+                    payers = [self._payer_windows(works[i]) for i in order]
+                    tx.lock_payers([payer for payer in payers if payer is not None])
                 outcomes = self._run_in_order(works, order, ran, tx)
             return outcomes
         except Exception:  # noqa: S110 - each work runs again and keeps its own error

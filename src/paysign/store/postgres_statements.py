@@ -6,9 +6,11 @@ their writes for ``signing_postgres_async``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from paysign.store import signing_sql as sql
 from paysign.store.pending_queue import PostgresPendingStatements
@@ -16,6 +18,7 @@ from paysign.store.repositories import SignatureRecord
 from paysign.store.signing_batch import (
     FirstReads,
     HourTotal,
+    PayerWindows,
     ReadAhead,
     SellerTotal,
     SpendTotal,
@@ -31,6 +34,28 @@ from paysign.store.signing_statements import (
 
 #: From this many signatures in a batch, they go by ``COPY``.
 COPY_FROM_ROWS = 4
+
+
+def payers_to_lock(payers: Iterable[PayerWindows]) -> str | None:
+    """``signing_sql.LOCK_PAYERS_WINDOWS``' parameter for ``payers``; ``None`` for fewer than
+    two different ones, whose windows are locked in one order by their own reads.
+
+    >>> from paysign.policy.caps import windows_at
+    >>> now = 1_790_000_000
+    >>> payers_to_lock([PayerWindows(None, "a-1", now, windows_at(now))] * 2) is None
+    True
+    """
+    rows = {
+        payer: {
+            "key_hash": None if payer.key_hash is None else payer.key_hash.hex(),
+            "account_id": payer.account_id,
+            "now": payer.now,
+            "day_start": payer.windows[0].start,
+            "month_start": payer.windows[1].start,
+        }
+        for payer in payers
+    }
+    return orjson.dumps(list(rows.values())).decode() if len(rows) > 1 else None
 
 
 class PostgresStatements(PostgresPendingStatements, SqlStatements):
@@ -58,6 +83,12 @@ class PostgresStatements(PostgresPendingStatements, SqlStatements):
         if holder is None or len(spent) != 2:
             return holder, grants, None
         return holder, grants, (spent["daily"], spent["monthly"])
+
+    def lock_payers_windows(self, payers: Sequence[PayerWindows]) -> None:
+        """One statement, sent with the first read."""
+        rows = payers_to_lock(payers)
+        if rows is not None:
+            self._cur.execute(self._sql(sql.LOCK_PAYERS_WINDOWS), {"payers": rows})
 
     def insert_signatures(self, records: Sequence[SignatureRecord]) -> None:
         """A few by ``executemany`` in the pipeline; more are kept for ``COPY`` after it

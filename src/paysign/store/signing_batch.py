@@ -59,6 +59,7 @@ __all__ = [
     "FirstRead",
     "FirstReads",
     "HourTotal",
+    "PayerWindows",
     "ReadAhead",
     "ReservationLost",
     "SellerTotal",
@@ -87,6 +88,17 @@ class FirstRead:
     ahead: ReadAhead
 
 
+@dataclass(frozen=True, slots=True)
+class PayerWindows:
+    """A payer of a batch who may reserve in the day's and month's ``windows`` at ``now``: the
+    holder of the API key hashed ``key_hash``, or the account ``account_id`` (OAuth)."""
+
+    key_hash: bytes | None
+    account_id: str | None
+    now: int
+    windows: tuple[Window, Window]
+
+
 #: The holder, their rules on the read-ahead's hosts and, when the store locked them with the
 #: holder, what their two spend windows have spent (``None`` when it did not).
 FirstReads = tuple[KeyHolder | None, list[Grant], tuple[int, int] | None]
@@ -98,6 +110,11 @@ class ReservationLost(RuntimeError):
 
 class SigningStatements(Protocol):
     """The SQL a batch needs, each call one statement (or one pipelined ``executemany``)."""
+
+    def lock_payers_windows(self, payers: Sequence[PayerWindows]) -> None:
+        """Before any is read, lock (creating at 0) the two windows of each payer's account (a
+        key's if live) in the order of the accounts' ids, where other writers could lock them."""
+        ...
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None: ...
 
@@ -187,6 +204,11 @@ class BatchTransaction:
         self._refusals: list[RefusalRecord] = []
         #: The accounts a spend cap refused a payment of: what the refusal quoted was spent.
         self.capped: set[str] = set()
+
+    def lock_payers(self, payers: Sequence[PayerWindows]) -> None:
+        """The batch's payers of live payments: their windows are locked in one order first."""
+        if len(payers) > 1:
+            self._sql.lock_payers_windows(payers)
 
     def key_holder(
         self, key_hash: bytes, now: int, ahead: ReadAhead | None = None

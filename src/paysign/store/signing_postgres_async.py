@@ -45,9 +45,14 @@ from paysign.store import signing_sql as sql
 from paysign.store.known_payers import KnownPayers
 from paysign.store.postgres_pipeline import Command, Pipeline, Row
 from paysign.store.postgres_reachability import Reachability
-from paysign.store.postgres_statements import psycopg_style
+from paysign.store.postgres_statements import payers_to_lock, psycopg_style
 from paysign.store.read_ahead_hints import ReadAheadHints
-from paysign.store.signing_batch import BatchTransaction, FirstRead, ReservationLost
+from paysign.store.signing_batch import (
+    BatchTransaction,
+    FirstRead,
+    PayerWindows,
+    ReservationLost,
+)
 from paysign.store.signing_prefetch import (
     NotPrefetched,
     PayerReads,
@@ -236,10 +241,18 @@ class TwoPhaseBatches:
 
 
 def _read_commands(plans: Sequence[PlannedRead]) -> list[Command]:
-    """``BEGIN``, then each plan's holder and, for a live payment, its windows' locks: the
-    day's and month's, the hour's under an hourly cap, each budgeted allow rule's on the
-    plan's hosts, in the order a reservation locks them (and the plans in lock order)."""
+    """``BEGIN``, the day's and month's windows of every plan's account locked in the order of
+    the accounts' ids (when there are two plans or more), then each plan's holder and, for a
+    live payment, its windows' locks: the day's and month's, the hour's under an hourly cap,
+    each budgeted allow rule's on the plan's hosts, in the order a reservation locks them."""
     commands = [Command("BEGIN")]
+    if _locks_all_first(plans):
+        payers = payers_to_lock(
+            PayerWindows(plan.key_hash, None, plan.now, plan.windows)
+            for plan in plans
+            if plan.windows is not None
+        )
+        commands.append(Command(psycopg_style(sql.LOCK_PAYERS_WINDOWS), {"payers": payers}))
     for plan in plans:
         params: dict[str, Any] = {"key_hash": plan.key_hash, "now": plan.now}
         names = {f"h{i}": host for i, host in enumerate(plan.hosts)}
@@ -260,9 +273,14 @@ def _read_commands(plans: Sequence[PlannedRead]) -> list[Command]:
     return commands
 
 
+def _locks_all_first(plans: Sequence[PlannedRead]) -> bool:
+    """Two plans or more reserve (each plan is one payer at one moment)."""
+    return sum(plan.windows is not None for plan in plans) > 1
+
+
 def _payer_reads(plans: Sequence[PlannedRead], rows: list[list[Row]]) -> list[PayerReads]:
     """What ``_read_commands(plans)`` found (``rows``: each command's, ``BEGIN``'s first)."""
-    answers = iter(rows[1:])
+    answers = iter(rows[2:] if _locks_all_first(plans) else rows[1:])
     found = []
     for plan in plans:
         holder_rows = next(answers)

@@ -183,12 +183,12 @@ class PrefetchedStatements(PostgresStatements):
         return day_spent + total.amount, month_spent + total.amount
 
     def add_spends(self, totals: Sequence[SpendTotal]) -> bool:
-        """The totals in the batch's lock order (its payers' keys'), the order in which a
-        batch on locked reads, in this process or another, locks the same windows: on known
-        payers, these statements are where they are locked, and in any other order two such
-        batches could each hold a window the other waits for."""
-        rank = {account_id: i for i, account_id in enumerate(self._by_account)}
-        ordered = sorted(totals, key=lambda total: rank.get(total.account_id, len(rank)))
+        """The totals in the order of their accounts' ids, the order in which a batch on
+        locked reads, in this process or another, locks the same windows
+        (``signing_sql.LOCK_PAYERS_WINDOWS``): on known payers, these statements are where
+        they are locked, and in any other order two such batches could each hold a window the
+        other waits for."""
+        ordered = sorted(totals, key=lambda total: total.account_id)
         self.added.extend(ordered)
         return super().add_spends(ordered)
 

@@ -108,6 +108,28 @@ ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.sp
 RETURNING "window", spent
 """  # noqa: S608 - interpolates this module's own text only
 
+# LOCK_WINDOWS_OF_KEY for all the payers of a batch at once (PostgreSQL), sent before any of
+# them is read: their accounts' day and month windows locked in the order of the accounts' ids,
+# the one order every batch of every process takes them in. Without it a batch would lock them
+# as its payers come, in their keys' order, but an OAuth payer (by account) comes first: two
+# processes' batches could each hold an account's windows the other waits for. The payers come
+# as one JSON array of {key_hash (hex) or account_id, now, day_start, month_start}; a key that
+# is not live locks nothing.
+LOCK_PAYERS_WINDOWS = f"""
+INSERT INTO spend_windows (account_id, "window", start, spent)
+SELECT DISTINCT p.account_id, w.name, w.start, 0
+FROM json_to_recordset(CAST(:payers AS JSON))
+    AS g (key_hash TEXT, account_id TEXT, now BIGINT, day_start BIGINT, month_start BIGINT)
+CROSS JOIN LATERAL (
+    SELECT a.id FROM accounts a WHERE a.id = g.account_id
+    UNION ALL
+    SELECT k.account_id FROM api_keys k WHERE {_live_key("decode(g.key_hash, 'hex')", "g.now")}
+) AS p (account_id)
+CROSS JOIN LATERAL (VALUES ('daily', g.day_start), ('monthly', g.month_start)) AS w (name, start)
+ORDER BY p.account_id, w.name, w.start
+ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent
+"""  # noqa: S608 - interpolates this module's own text only
+
 # The account's hourly window, locked (created at 0) when their policy sets an hourly cap: no
 # row otherwise. Sent after LOCK_WINDOWS_OF_KEY, in the order a reservation locks them.
 LOCK_HOUR_OF_KEY = f"""

@@ -18,7 +18,14 @@ from paysign.store.pending_queue import PendingStatements
 from paysign.store.policy_repo import RefusalRecord, settings_from_values
 from paysign.store.repositories import SIGNATURE_COLUMNS, KeyHolder, SignatureRecord
 from paysign.store.schema import signatures
-from paysign.store.signing_batch import FirstReads, HourTotal, ReadAhead, SellerTotal, SpendTotal
+from paysign.store.signing_batch import (
+    FirstReads,
+    HourTotal,
+    PayerWindows,
+    ReadAhead,
+    SellerTotal,
+    SpendTotal,
+)
 
 
 def holder_from_row(row: Sequence[Any] | None) -> KeyHolder | None:
@@ -126,6 +133,9 @@ class SqlStatements(PendingStatements):
     def __init__(self, cursor: Any, sql: Callable[[str], str]) -> None:
         self._cur = cursor
         self._sql = sql
+
+    def lock_payers_windows(self, payers: Sequence[PayerWindows]) -> None:
+        """Nothing on SQLite: one writer at a time (``BEGIN IMMEDIATE``), so no order to keep."""
 
     def key_holder(self, key_hash: bytes, now: int) -> KeyHolder | None:
         self._cur.execute(self._sql(sql.KEY_HOLDER), {"key_hash": key_hash, "now": now})

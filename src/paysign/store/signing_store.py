@@ -31,7 +31,13 @@ from paysign.store.database import Database
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.policy_repo import RefusalRecord
 from paysign.store.repositories import KeyHolder, SignatureRecord
-from paysign.store.signing_batch import BatchTransaction, CapHit, FirstRead, ReadAhead
+from paysign.store.signing_batch import (
+    BatchTransaction,
+    CapHit,
+    FirstRead,
+    PayerWindows,
+    ReadAhead,
+)
 from paysign.store.signing_postgres import SIGNING_CONNECTIONS, PostgresSigningStore
 from paysign.store.signing_sqlite import SqliteSigningStore
 
@@ -39,6 +45,12 @@ from paysign.store.signing_sqlite import SqliteSigningStore
 class SigningTransaction(Protocol):
     """What a signing request asks of the store, inside a database transaction that the
     requests of one batch share (``signing_batch.BatchTransaction``)."""
+
+    def lock_payers(self, payers: Sequence[PayerWindows]) -> None:
+        """Before any request runs: the batch's payers of live payments, whose spend windows a
+        store with other writers locks now, in one order (the group committer calls it, not a
+        request)."""
+        ...
 
     def key_holder(
         self, key_hash: bytes, now: int, ahead: ReadAhead | None = None
