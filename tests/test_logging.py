@@ -16,6 +16,7 @@ import httpx
 import orjson
 
 from conftest import free_port, paysign
+from paysign import logging
 from paysign.logging import LoopTurnWriter
 from serving_support import Serve
 
@@ -66,6 +67,38 @@ def test_a_warning_is_written_at_once_after_the_lines_waiting() -> None:
 
     asyncio.run(turn())
     assert stream.writes == 1
+
+
+def test_the_request_line_is_what_the_configured_chain_would_write() -> None:
+    out = io.BytesIO()
+    request_log = logging.RequestLog(LoopTurnWriter(out), logging._UtcTimestamp())
+    request_log.enabled = True
+    request_log("0123456789abcdef", "POST", "/wallets/signatures", 200, 1.25)
+    direct = orjson.loads(out.getvalue())
+    # The same event through the processors configure_logging sets, at the info level.
+    chained: object = {
+        "request_id": "0123456789abcdef",
+        "method": "POST",
+        "path": "/wallets/signatures",
+        "status": 200,
+        "ms": 1.25,
+        "event": logging.REQUEST_EVENT,
+    }
+    for processor in logging._PROCESSORS:
+        chained = processor(None, "info", chained)
+    assert isinstance(chained, bytes)
+    through_chain = orjson.loads(chained)
+    stamps = [line.pop("timestamp") for line in (direct, through_chain)]
+    assert direct == through_chain
+    assert list(direct) == list(through_chain)  # the same order of keys on the line
+    for stamp in stamps:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp)
+
+
+def test_request_lines_are_off_until_logging_is_configured() -> None:
+    out = io.BytesIO()
+    logging.RequestLog(LoopTurnWriter(out), logging._UtcTimestamp())("id", "GET", "/", 200, 0.1)
+    assert out.getvalue() == b""
 
 
 # A fresh interpreter: what is logged before configure_logging and after it depends on the

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paysign.http.problems import internal_error_response
-from paysign.logging import REQUEST_EVENT
+from paysign.logging import log_request
 from paysign.services.availability import database_unavailable
 
 log = structlog.get_logger("paysign.http")
@@ -30,18 +29,17 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = os.urandom(8).hex()
+        id_header = (b"x-request-id", request_id.encode())
         started = time.perf_counter()
-        status: dict[str, Any] = {"code": 500, "sent": False}
+        status = 500
+        sent = False
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status, sent
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-                status["sent"] = True
-                message.setdefault("headers", [])
-                message["headers"] = [
-                    *message["headers"],
-                    (b"x-request-id", request_id.encode()),
-                ]
+                status = message["status"]
+                sent = True
+                message["headers"] = [*message.get("headers", ()), id_header]
             await send(message)
 
         try:
@@ -57,15 +55,9 @@ class RequestLogMiddleware:
                 )
             else:
                 log.exception("unhandled_error", request_id=request_id, path=scope.get("path"))
-            if not status["sent"]:
+            if not sent:
                 response = internal_error_response(self.problem_base, exc)
                 await response(scope, receive, send_with_id)
         finally:
-            log.info(
-                REQUEST_EVENT,
-                request_id=request_id,
-                method=scope.get("method"),
-                path=scope.get("path"),
-                status=status["code"],
-                ms=round((time.perf_counter() - started) * 1000, 2),
-            )
+            ms = round((time.perf_counter() - started) * 1000, 2)
+            log_request(request_id, scope.get("method"), scope.get("path"), status, ms)
