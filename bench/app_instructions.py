@@ -12,12 +12,16 @@ once on uvloop, called directly: everything of a request but uvicorn's HTTP pars
 kernel's sockets. ``valgrind --tool=callgrind`` counts the server process's instructions (not
 the signer's: it is not traced; only the event loop's thread); two runs that differ only in
 their number of rounds give the instructions of one request, start-up and warm-up left out.
-The count is repeatable to about 1% (the same tree counted twice: 438.3k and 442.3k per
-request), so two trees a few per cent apart compare at a glance; it weighs every instruction
-alike (a system call, a cache miss...), so read it beside ``bench/sign.py``, not for it.
+Twelve counts of one tree ranged from 438k to 457k per request (±2%: when the signer's and the
+log flusher's answers come back still changes a little of what the loop does), where req/s
+moves by a factor of three between hours; so it tells apart changes of a few per cent (the
+request line's: 476k to 487k before, three counts). It weighs every instruction alike (a system
+call, a cache miss...): read it beside ``bench/sign.py``, not for it.
 
-With ``--baseline-src`` the same is run for another checkout's ``src`` (``git worktree add``):
-each tree's account and database are its own, both run two at a time.
+With ``--baseline-src`` the same is run for another checkout's ``src`` (``git worktree add``).
+Each tree has an account of its own, and each of its two runs a copy of that account's data
+directory: the runs go two at a time, and two processes on one database would read each other's
+commits.
 """
 
 from __future__ import annotations
@@ -144,7 +148,7 @@ def count(env: dict[str, str], api_key: str, rounds: int, out: Path) -> int:
         raise SystemExit(f"the counted run failed ({ran.returncode}):\n{ran.stderr[-3000:]!r}")
     # The event loop's thread only: the others' work is start-up's (the password hasher's
     # lanes) or follows the run's wall time (the WAL checkpoints, once a second), not its
-    # requests; with them, the same tree counted twice differed by 2%.
+    # requests.
     return instructions_counted(Path(f"{out}-01").read_bytes())
 
 
@@ -185,10 +189,14 @@ def per_request(
     if src is not None:  # `paysign admin` and the counted runs import paysign from that tree
         env["PYTHONPATH"] = str(src)
     _, api_key = bench_account(env, workdir)
+
+    def counted(rounds: int) -> int:
+        copy = shutil.copytree(data_dir, workdir / f"{name}-{rounds}")
+        run_env = {**env, "PAYSIGN_DATA_DIR": str(copy)}
+        return count(run_env, api_key, rounds, workdir / f"{name}-{rounds}.callgrind")
+
     log(f"{name}: two counted runs under callgrind")
-    short, long = pool.map(
-        lambda r: count(env, api_key, r, workdir / f"{name}-{r}.callgrind"), (1, 1 + args.rounds)
-    )
+    short, long = pool.map(counted, (1, 1 + args.rounds))
     return name, (long - short) / (args.rounds * args.concurrency)
 
 
