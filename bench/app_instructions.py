@@ -32,10 +32,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.accounts import bench_account
@@ -58,17 +60,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="drive the app a few rounds without valgrind, to see that every request signs",
     )
+    # The child's: the key comes in BENCH_API_KEY (as to bench/sign.lua), never on the command
+    # line, where `ps` and valgrind's own banner would show it.
     p.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--api-key", help=argparse.SUPPRESS)
     p.add_argument("--counted-rounds", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def drive(args: argparse.Namespace) -> None:
-    """The child: the app built from ``PAYSIGN_*``, warmed up, then ``--counted-rounds``."""
+    """The child: the app built from ``PAYSIGN_*``, warmed up, then ``--counted-rounds`` of
+    ``--concurrency`` requests paid with ``BENCH_API_KEY``."""
     import asyncio
 
     import uvloop
+    from starlette.types import Message
 
     from bench.request import PATH, request_body_bytes
     from paysign.app import create_app
@@ -83,7 +88,7 @@ def drive(args: argparse.Namespace) -> None:
     headers = [
         (b"host", b"127.0.0.1"),
         (b"content-type", b"application/json"),
-        (b"authorization", f"Bearer {args.api_key}".encode()),
+        (b"authorization", f"Bearer {os.environ['BENCH_API_KEY']}".encode()),
         (b"content-length", str(len(body)).encode()),
     ]
     scope = {
@@ -102,13 +107,12 @@ def drive(args: argparse.Namespace) -> None:
     }
     statuses: dict[int, int] = {}
 
-    async def receive() -> dict[str, object]:
+    async def receive() -> Message:
         return {"type": "http.request", "body": body, "more_body": False}
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: Message) -> None:
         if message["type"] == "http.response.start":
-            status = int(message["status"])  # type: ignore[call-overload]
-            statuses[status] = statuses.get(status, 0) + 1
+            statuses[message["status"]] = statuses.get(message["status"], 0) + 1
 
     async def rounds(n: int) -> None:
         for _ in range(n):
@@ -128,24 +132,21 @@ def drive(args: argparse.Namespace) -> None:
         raise SystemExit(f"not every request was signed: {statuses}")
 
 
-def count(env: dict[str, str], api_key: str, rounds: int, out: Path) -> int:
-    """The instructions of one run of ``rounds`` counted rounds."""
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        "--separate-threads=yes",
-        f"--callgrind-out-file={out}",
-        sys.executable,
-        __file__,
-        "--drive",
-        "--api-key",
-        api_key,
-        "--counted-rounds",
-        str(rounds),
-    ]
+def run_driver(
+    env: dict[str, str], rounds: int, concurrency: int, *, under: Sequence[str] = ()
+) -> None:
+    """The driver (``--drive``) in a child, ``under`` a tool; exits when it fails."""
+    cmd = [*under, sys.executable, __file__, "--drive", "--counted-rounds", str(rounds)]
+    cmd += ["--concurrency", str(concurrency)]
     ran = subprocess.run(cmd, env=env, capture_output=True, timeout=3600, check=False)
     if ran.returncode != 0:
-        raise SystemExit(f"the counted run failed ({ran.returncode}):\n{ran.stderr[-3000:]!r}")
+        raise SystemExit(f"the driver failed ({ran.returncode}):\n{ran.stderr[-3000:]!r}")
+
+
+def count(env: dict[str, str], rounds: int, concurrency: int, out: Path) -> int:
+    """The instructions of one run of ``rounds`` counted rounds."""
+    valgrind = ["valgrind", "--tool=callgrind", "--separate-threads=yes"]
+    run_driver(env, rounds, concurrency, under=[*valgrind, f"--callgrind-out-file={out}"])
     # The event loop's thread only: the others' work is start-up's (the password hasher's
     # lanes) or follows the run's wall time (the WAL checkpoints, once a second), not its
     # requests.
@@ -157,6 +158,9 @@ def instructions_counted(callgrind_out: bytes) -> int:
 
     >>> instructions_counted(b"events: Ir\nfn=(1) main\n5 12\nsummary: 9907470\ntotals: 9907470\n")
     9907470
+    >>> instructions_counted(b"events: Ir\n")
+    Traceback (most recent call last):
+    SystemExit: callgrind wrote no total
     """
     found = _TOTAL.search(callgrind_out)
     if found is None:
@@ -164,36 +168,34 @@ def instructions_counted(callgrind_out: bytes) -> int:
     return int(found.group(1))
 
 
+def with_account(workdir: Path, name: str, src: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """A data directory of its own with a bench account, and the environment that pays from
+    it (``src``: the tree whose ``paysign`` makes the account and serves)."""
+    data_dir = workdir / name
+    data_dir.mkdir(mode=0o700)
+    env = paysign_env(data_dir, None)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    _, env["BENCH_API_KEY"] = bench_account(env, workdir)
+    return data_dir, env
+
+
 def check(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="paysign-instructions-") as tmp:
-        workdir = Path(tmp)
-        data_dir = workdir / "check"
-        data_dir.mkdir(mode=0o700)
-        env = paysign_env(data_dir, None)
-        _, api_key = bench_account(env, workdir)
-        rounds = ["--counted-rounds", "2", "--concurrency", str(args.concurrency)]
-        cmd = [sys.executable, __file__, "--drive", "--api-key", api_key, *rounds]
-        ran = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=False)
-    if ran.returncode != 0:
-        raise SystemExit(f"the driver failed ({ran.returncode}):\n{ran.stderr[-3000:]!r}")
-    signed = (WARM_ROUNDS + 2) * args.concurrency
-    print(f"the driver signed all {signed} requests")
+        _, env = with_account(Path(tmp), "check")
+        run_driver(env, 2, args.concurrency)
+    print(f"the driver signed all {(WARM_ROUNDS + 2) * args.concurrency} requests")
 
 
 def per_request(
     name: str, src: Path | None, args: argparse.Namespace, workdir: Path, pool: ThreadPoolExecutor
 ) -> tuple[str, float]:
-    data_dir = workdir / name
-    data_dir.mkdir(mode=0o700)
-    env = paysign_env(data_dir, None)
-    if src is not None:  # `paysign admin` and the counted runs import paysign from that tree
-        env["PYTHONPATH"] = str(src)
-    _, api_key = bench_account(env, workdir)
+    data_dir, env = with_account(workdir, name, src)
 
     def counted(rounds: int) -> int:
         copy = shutil.copytree(data_dir, workdir / f"{name}-{rounds}")
         run_env = {**env, "PAYSIGN_DATA_DIR": str(copy)}
-        return count(run_env, api_key, rounds, workdir / f"{name}-{rounds}.callgrind")
+        return count(run_env, rounds, args.concurrency, workdir / f"{name}-{rounds}.callgrind")
 
     log(f"{name}: two counted runs under callgrind")
     short, long = pool.map(counted, (1, 1 + args.rounds))
