@@ -2,16 +2,19 @@
 
 ``POST /wallets/signatures`` reads the whole request body and answers 200 with a precomputed
 JSON object of ``--response-bytes`` bytes (the size of paysign's real answer) -- no parsing,
-no auth, no middleware, no database. It is served exactly as ``paysign serve`` serves the app:
-one uvicorn worker, ``loop="auto"``/``http="auto"`` (uvloop + httptools), no access log, no
-lifespan. Whatever paysign does beyond this is its own cost.
+no auth, no middleware, no database. It is served as a Starlette app is by default: one uvicorn
+worker, ``loop="auto"``/``http="auto"`` (uvloop + httptools), no access log, no lifespan.
+Whatever paysign does beyond this is its own cost, and so is what it saves: ``paysign serve``
+writes each response in one piece (``paysign.serving.one_write``), which ``--one-write`` gives
+this app too (``bench/one_write.py`` compares the two).
 
-    .venv/bin/python bench/ceiling_app.py --port 8499 --response-bytes 1400
+    .venv/bin/python bench/ceiling_app.py --port 8499 --response-bytes 1400 [--one-write]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 import uvicorn
 from starlette.applications import Starlette
@@ -54,8 +57,16 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--response-bytes", type=int, default=1400)
+    parser.add_argument(
+        "--one-write", action="store_true", help="serve with paysign's OneWriteProtocol"
+    )
     args = parser.parse_args()
-    # The same uvicorn arguments as `paysign serve` (src/paysign/serving/process.py).
+    http: type[asyncio.Protocol] | str = "auto"
+    if args.one_write:
+        from paysign.serving.one_write import OneWriteProtocol
+
+        http = OneWriteProtocol
+    # The uvicorn arguments of `paysign serve` (src/paysign/serving/process.py), but `http`.
     uvicorn.run(
         make_app(args.response_bytes),
         host=args.host,
@@ -63,7 +74,7 @@ def main() -> None:
         log_config=None,
         access_log=False,
         loop="auto",
-        http="auto",
+        http=http,
         lifespan="off",
     )
 

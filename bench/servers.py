@@ -107,9 +107,10 @@ def start_paysign(
     return Target(name, port, api_key, proc, log_path, env=env, email=email, load_keys=keys)
 
 
-def start_ceiling(workdir: Path, response_bytes: int) -> Target:
+def start_ceiling(workdir: Path, response_bytes: int, *, one_write: bool = False) -> Target:
+    """The bare Starlette app; ``one_write``: served with paysign's ``OneWriteProtocol``."""
     port = free_port()
-    log_path = workdir / "ceiling.log"
+    log_path = workdir / ("ceiling-one-write.log" if one_write else "ceiling.log")
     proc = spawn(
         [
             sys.executable,
@@ -120,6 +121,7 @@ def start_ceiling(workdir: Path, response_bytes: int) -> Target:
             str(port),
             "--response-bytes",
             str(response_bytes),
+            *(["--one-write"] if one_write else []),
         ],
         log_path=log_path,
     )
