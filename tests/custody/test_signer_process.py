@@ -54,7 +54,14 @@ def signed_ahead(payment: PreparedPayment) -> bytes | None:
     """The child's signature, waiting in the payment's signer to be answered (and taken)."""
     signer = payment.signer
     assert isinstance(signer, ChildSigner)
-    return signer.sign_digest(payment.digest) if signer.has_signed(payment.digest) else None
+    return signer.sign_digest(payment.digest) if has_signed_ahead(payment) else None
+
+
+def has_signed_ahead(payment: PreparedPayment) -> bool:
+    """The child's signature is waiting in the payment's signer (left there)."""
+    signer = payment.signer
+    assert isinstance(signer, ChildSigner)
+    return signer.has_signed(payment.digest)
 
 
 async def until(condition, timeout: float = 15.0) -> None:
@@ -145,6 +152,28 @@ def test_a_lone_payment_is_left_to_the_loop_and_starts_no_child() -> None:
         assert signer.started == 0
         assert payment.signed().payload["payload"]["signature"] == "0x" + expected(payment).hex()
         signer.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_last_payment_of_a_batch_whose_others_are_signed_goes_to_the_child() -> None:
+    """Not a lone request: the loop does not sign it (as it did when the child had answered
+    the batch's full chunks before the commit)."""
+
+    async def scenario() -> None:
+        signer = SignerProcess()
+        try:
+            await started(signer)
+            batch = payments(9)  # a chunk of 8 while it runs, 1 at the commit
+            for payment in batch:
+                signer.ran(payment)
+            await until(lambda: all(has_signed_ahead(p) for p in batch[:8]))
+            delivered = asyncio.Event()
+            signer.committed(batch, delivered.set)
+            await asyncio.wait_for(delivered.wait(), 15)
+            assert signed_ahead(batch[8]) == expected(batch[8])
+        finally:
+            signer.close()
 
     asyncio.run(scenario())
 

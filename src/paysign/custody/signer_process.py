@@ -128,9 +128,11 @@ class SignerProcess:
     def committed(self, outcomes: Sequence[object], deliver: Callable[[], None]) -> None:
         """The batch is committed: ``deliver`` once its payments are signed (or at once)."""
         self._unsent = []  # a rolled-back batch's payments are nobody's any more
-        payments = [o for o in outcomes if isinstance(o, PreparedPayment) and _unsigned(o)]
+        offloadable = [o for o in outcomes if isinstance(o, PreparedPayment) and _offloadable(o)]
+        payments = [p for p in offloadable if _unsigned(p)]
         unsent = [p for p in payments if id(p) not in self._waiters]
-        lone = len(payments) == 1 and unsent
+        # A lone request's payment, not the last one of a batch whose others are signed.
+        lone = len(offloadable) == 1 and unsent
         if not payments or lone or not self._available():
             deliver()  # each payment not signed yet is signed on the loop when answered
             return
