@@ -15,13 +15,20 @@ SIGNER_MODULE = b"paysign.custody.signer_worker"
 WORKER_MODULE = b"paysign.serving.worker"
 
 
-def own_cpu_seconds(pid: int) -> float | None:
-    """user + system CPU time of one process (Linux /proc), or None elsewhere."""
+def own_cpu_split(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of one process (Linux /proc), or None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def own_cpu_seconds(pid: int) -> float | None:
+    """user + system CPU time of one process (Linux /proc), or None elsewhere."""
+    split = own_cpu_split(pid)
+    return None if split is None else sum(split)
 
 
 def children(pid: int) -> list[int]:

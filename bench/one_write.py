@@ -18,12 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
 from typing import Any
 
+from bench.cpu_time import own_cpu_split
 from bench.http_load import load, pick_loadgen
 from bench.processes import stop
 from bench.progress import log
@@ -48,10 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def cpu_split(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    split = own_cpu_split(pid)
+    if split is None:
+        raise SystemExit("the server's CPU time is read from Linux's /proc, not found here")
+    return split
 
 
 def one_run(

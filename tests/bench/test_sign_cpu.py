@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,12 @@ def test_a_supervisors_cpu_sums_its_workers_and_their_signers(cpu_time: ModuleTy
         assert without == pytest.approx(total - signing, abs=0.02)
     finally:
         supervisor.communicate("", timeout=60)
+
+
+def test_a_process_cpu_time_splits_into_user_and_system(cpu_time: ModuleType) -> None:
+    user, system = cpu_time.own_cpu_split(os.getpid())
+    sum(i * i for i in range(3_000_000))  # user time only
+    user_after, system_after = cpu_time.own_cpu_split(os.getpid())
+    assert user_after > user and system_after >= system
+    assert cpu_time.own_cpu_seconds(os.getpid()) >= user_after + system_after
+    assert cpu_time.own_cpu_split(2**22 + 1) is None  # no such process
