@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import json
-from types import FrameType
 
 import pytest
 from starlette.types import Message
 
 from conftest import signature_body
+from garbage_support import described, of_paysign, unreachable_after
 from paysign.app import create_app
 from paysign.bootstrap import Runtime
 
@@ -63,48 +62,11 @@ def garbage_of(runtime: Runtime, api_key: str, body: bytes, at_once: int) -> tup
     async def scenario() -> list[object]:
         async with app.router.lifespan_context(app):
             await rounds(3)
-            gc.collect()
-            gc.disable()
-            gc.set_debug(gc.DEBUG_SAVEALL)
-            try:
+            with unreachable_after() as garbage:
                 await rounds(10)
-                gc.collect()
-                return list(gc.garbage)
-            finally:
-                gc.set_debug(0)
-                gc.garbage.clear()
-                gc.enable()
+            return garbage
 
     return asyncio.run(scenario()), dict(statuses)
-
-
-def of_paysign(garbage: list[object]) -> list[object]:
-    """The garbage's connected parts that hold a frame of paysign's code or an object of one
-    of its types. The collector sees the whole test process: another thread (an earlier
-    test's HTTP client) may drop a cycle of its own in the meantime."""
-    by_id = {id(o): o for o in garbage}
-    part = {i: i for i in by_id}
-
-    def root(i: int) -> int:
-        while part[i] != i:
-            part[i] = part[part[i]]
-            i = part[i]
-        return i
-
-    for o in garbage:
-        for referent in gc.get_referents(o):
-            if id(referent) in by_id:
-                part[root(id(o))] = root(id(referent))
-    parts: dict[int, list[object]] = collections.defaultdict(list)
-    for i, o in by_id.items():
-        parts[root(i)].append(o)
-    return [o for members in parts.values() if any(map(_is_paysigns, members)) for o in members]
-
-
-def _is_paysigns(o: object) -> bool:
-    if isinstance(o, FrameType):
-        return "/paysign/" in o.f_code.co_filename
-    return type(o).__module__.startswith("paysign.")
 
 
 #: A key of the right shape that nobody issued.
@@ -133,8 +95,5 @@ def test_a_request_leaves_no_cyclic_garbage(
     api_key = account["api_key"] if issued else UNISSUED_KEY
     garbage, statuses = garbage_of(runtime, api_key, json.dumps(body).encode(), at_once)
     assert set(statuses) == {status}, statuses
-    garbage = of_paysign(garbage)
-    frames = collections.Counter(o.f_code.co_qualname for o in garbage if type(o) is FrameType)
-    kinds = collections.Counter(type(o).__name__ for o in garbage)
-    # What they are, not their values (a header holds the API key).
-    assert not kinds, (kinds.most_common(8), frames.most_common(8))
+    left = of_paysign(garbage)
+    assert not left, described(left)

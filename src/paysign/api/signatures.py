@@ -21,6 +21,7 @@ from paysign.errors import (
     PaysignError,
     RequestTooLarge,
     UnsupportedMediaType,
+    drop_traceback,
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
 from paysign.http.problems import problem_body
@@ -91,16 +92,6 @@ async def respond(
     await send({"type": "http.response.body", "body": body})
 
 
-def _drop_traceback(refusal: PaysignError) -> None:
-    """A refusal is an answer, not a fault: its traceback goes once it is caught.
-
-    A batch keeps each refusal as its request's outcome, and raises it once answered, so the
-    frames of that traceback hold the refusal that holds them: a reference cycle per refused
-    request, left to the garbage collector, whose pauses under load reach the p99.
-    """
-    refusal.__traceback__ = None
-
-
 class SignatureEndpoint:
     """The ASGI app for ``POST /wallets/signatures``; concurrent requests share transactions
     (``services.signing.SigningQueue``), and with a ``completion`` (``custody.signer_process``)
@@ -141,13 +132,13 @@ class SignatureEndpoint:
                 raise
             signed = await self.queue.sign(by_api_key(token), body, sandbox=sandbox)
         except NotAuthenticated as exc:
-            _drop_traceback(exc)
+            drop_traceback(exc)
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])
             signing_refused("unauthorized")
             return
         except PaysignError as exc:
-            _drop_traceback(exc)
+            drop_traceback(exc)
             status, problem = problem_body(self.problem_base, exc)
             await respond(send, status, problem, _PROBLEM_JSON)
             if status < 500:
