@@ -81,8 +81,9 @@ UNISSUED_KEY = "psk_" + "x" * 43
         (True, signature_body(seller_url=DENIED_SELLER), 403),
         (True, {"sellerUrl": "not a url"}, 422),
         (False, signature_body(), 401),
+        (False, {"sellerUrl": "not a url"}, 401),
     ],
-    ids=["signed", "refused", "malformed", "unauthorized"],
+    ids=["signed", "refused", "malformed", "unauthorized", "unauthorized-malformed"],
 )
 def test_a_request_leaves_no_cyclic_garbage(
     runtime: Runtime,

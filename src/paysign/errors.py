@@ -26,18 +26,6 @@ class PaysignError(Exception):
         self.extensions: dict[str, Any] = extensions
 
 
-def drop_traceback(refusal: PaysignError) -> None:
-    """Forget where a caught refusal was raised: a refusal is an answer, not a fault, and
-    nothing logs its traceback.
-
-    The signing use case keeps each refusal as its request's outcome and raises it once
-    answered, so the frames of that traceback hold the refusal that holds them: a reference
-    cycle per refused request, left to the garbage collector, whose pauses under load reach
-    the p99. The entry point that catches it drops it here.
-    """
-    refusal.__traceback__ = None
-
-
 class MalformedRequest(PaysignError):
     """The body is not the JSON document the operation expects."""
 

@@ -1,6 +1,7 @@
 """A payment through the connector leaves no reference cycle of paysign's, refused or not: a
 refusal is the signing use case's answer, kept as its request's outcome and raised once
-answered, so its traceback's frames hold it unless the connector drops that traceback."""
+answered, so the frames of the traceback it was raised with hold it (``services.signing``
+raises it again without one)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,6 @@ from paysign.errors import (
     PaysignError,
     RequestTooLarge,
     UnsupportedMediaType,
-    drop_traceback,
 )
 from paysign.http.credentials import UNAUTHORIZED_BODY, call_store
 from paysign.http.problems import problem_body
@@ -131,14 +130,12 @@ class SignatureEndpoint:
                 await call_store(deps, authenticate, deps, token)
                 raise
             signed = await self.queue.sign(by_api_key(token), body, sandbox=sandbox)
-        except NotAuthenticated as exc:
-            drop_traceback(exc)
+        except NotAuthenticated:
             # The one answer to every credential failure (spec 5.3): never says which one.
             await respond(send, 401, UNAUTHORIZED_BODY, _JSON, [(b"www-authenticate", b"Bearer")])
             signing_refused("unauthorized")
             return
         except PaysignError as exc:
-            drop_traceback(exc)
             status, problem = problem_body(self.problem_base, exc)
             await respond(send, status, problem, _PROBLEM_JSON)
             if status < 500:

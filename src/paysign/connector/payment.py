@@ -14,7 +14,7 @@ from typing import Any
 
 from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefused
 from paysign.connector.results import next_step
-from paysign.errors import NotAuthenticated, PaysignError, drop_traceback
+from paysign.errors import NotAuthenticated, PaysignError
 from paysign.http.credentials import call_store
 from paysign.policy.seller import seller_location
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
@@ -237,15 +237,13 @@ async def pay(
         signed = await call_store(
             deps, sign_payment_for, deps, payer, request, sandbox=call.sandbox
         )
-    except NotAuthenticated as exc:
-        drop_traceback(exc)
+    except NotAuthenticated:
         raise ToolFailure(
             "unauthorized",
             "The credential of this connection is no longer valid (expired or revoked).",
             "Ask the user for a new API key and reconnect.",
         ) from None
     except PaysignError as exc:
-        drop_traceback(exc)
         raise refusal_failure(exc, portal_url) from None
     version = terms.version
     header_name = payment_header_name(version)
