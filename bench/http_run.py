@@ -15,7 +15,12 @@ from bench.profiling import breakdown, profile
 from bench.progress import log
 from bench.report import report_http, report_sequential
 from bench.request import request_body_bytes
-from bench.sequential import KeepAliveClient, sequential_latency, sequential_latency_httpx, verify
+from bench.sequential import (
+    KeepAliveClient,
+    interleaved_latency,
+    sequential_latency_httpx,
+    verify,
+)
 from bench.servers import Target, start_ceiling, start_paysign
 from bench.summary import Measured, multi_name, summary_markdown
 
@@ -89,9 +94,7 @@ def measure_http(args: argparse.Namespace, workdir: Path) -> HttpRun:
             log(f"warm-up {t.name} ({args.warmup:g} s)")
             load(t, args, body_file, args.warmup, loadgen)
 
-        seq = {}
-        for t in [*targets, ceiling]:
-            seq[t.name] = sequential_latency(t, body, args.sequential)
+        seq = interleaved_latency([*targets, ceiling], body, args.sequential)
         httpx_p50 = sequential_latency_httpx(targets[0], body, args.sequential)
         log(
             "sequential latency: " + ", ".join(f"{k} p50 {v['p50']:.0f} µs" for k, v in seq.items())

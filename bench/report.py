@@ -127,7 +127,10 @@ def report_http(
 def report_sequential(
     seq: dict[str, dict[str, float]], httpx_p50: float | None, by: dict[str, float] | None, n: int
 ) -> None:
-    print(f"\n### 3. Single-request latency (sequential, 1 keep-alive connection, {n} requests)\n")
+    print(
+        f"\n### 3. Single-request latency (sequential, 1 keep-alive connection, {n} requests;"
+        " the servers take turns of 50)\n"
+    )
     print("| what | p50 | p99 |")
     print("|---|---:|---:|")
     for name, r in seq.items():

@@ -7,6 +7,7 @@ import http.client
 import json
 import statistics
 import time
+from collections.abc import Sequence
 
 from bench.request import HOST, PATH
 from bench.servers import Target
@@ -55,26 +56,45 @@ def verify(target: Target, body: bytes) -> int:
         client.close()
 
 
-def sequential_latency(target: Target, body: bytes, n: int) -> dict[str, float]:
-    client = KeepAliveClient(target.port, body, target.api_key)
+def interleaved_latency(
+    targets: Sequence[Target], body: bytes, n: int, *, turn: int = 50
+) -> dict[str, dict[str, float]]:
+    """Each target's lone-request latency over ``n`` requests on one keep-alive connection,
+    the targets taking turns of ``turn`` requests.
+
+    The goals compare these latencies (what a lone request adds over the ceiling's, on
+    PostgreSQL against SQLite), and this machine's speed drifts within a minute: measured one
+    target after the other, a ratio carried the drift between their measurements. In turns,
+    every target's p50 is taken over the same seconds.
+    """
+    clients = {t.name: KeepAliveClient(t.port, body, t.api_key) for t in targets}
+    latencies: dict[str, list[float]] = {t.name: [] for t in targets}
+    bad = dict.fromkeys(clients, 0)
     try:
-        for _ in range(min(50, n)):
-            client.post()
-        lat = []
-        bad = 0
-        for _ in range(n):
-            started = time.perf_counter_ns()
-            status, _ = client.post()
-            lat.append((time.perf_counter_ns() - started) / 1000)
-            bad += not 200 <= status <= 299
+        for client in clients.values():
+            for _ in range(min(50, n)):
+                client.post()
+        while any(len(lat) < n for lat in latencies.values()):
+            for name, client in clients.items():
+                lat = latencies[name]
+                for _ in range(min(turn, n - len(lat))):
+                    started = time.perf_counter_ns()
+                    status, _ = client.post()
+                    lat.append((time.perf_counter_ns() - started) / 1000)
+                    bad[name] += not 200 <= status <= 299
     finally:
-        client.close()
-    lat.sort()
+        for client in clients.values():
+            client.close()
+    return {name: _summary(lat, bad[name]) for name, lat in latencies.items()}
+
+
+def _summary(latencies: list[float], bad: int) -> dict[str, float]:
+    latencies = sorted(latencies)
     return {
-        "p50": statistics.median(lat),
-        "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "p50": statistics.median(latencies),
+        "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
         "non2xx": bad,
-        "n": n,
+        "n": len(latencies),
     }
 
 
