@@ -38,7 +38,7 @@ def server(name, delay, status):
     threading.Thread(target=made.serve_forever, daemon=True).start()
     return Target(name, made.server_address[1], None, None, Path("/dev/null"))
 
-targets = [server("quick", 0.0, 200), server("slow", 0.004, 200), server("refusing", 0.0, 503)]
+targets = [server("quick", 0.0, 200), server("slow", 0.02, 200), server("refusing", 0.0, 503)]
 measured = interleaved_latency(targets, b'{"x": 1}', 25, turn=10)
 print(json.dumps({"measured": measured, "arrivals": arrivals}))
 """
@@ -80,6 +80,6 @@ def test_servers_take_turns_and_each_gets_its_own_latencies() -> None:
         "refusing": 25,
     }
     # Each server's own requests are timed: the slow one's sleep shows in its p50 alone.
-    assert measured["slow"]["p50"] >= 4000
-    assert measured["quick"]["p50"] < measured["slow"]["p50"] - 2000
+    assert measured["slow"]["p50"] >= 20_000
+    assert measured["quick"]["p50"] < measured["slow"]["p50"] - 10_000
     assert measured["slow"]["p99"] >= measured["slow"]["p50"]
