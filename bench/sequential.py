@@ -67,6 +67,8 @@ def interleaved_latency(
     target after the other, a ratio carried the drift between their measurements. In turns,
     every target's p50 is taken over the same seconds.
     """
+    if len({t.name for t in targets}) != len(targets):
+        raise ValueError("each target needs a name of its own: its latencies are kept under it")
     clients = {t.name: KeepAliveClient(t.port, body, t.api_key) for t in targets}
     latencies: dict[str, list[float]] = {t.name: [] for t in targets}
     bad = dict.fromkeys(clients, 0)

@@ -83,3 +83,30 @@ def test_servers_take_turns_and_each_gets_its_own_latencies() -> None:
     assert measured["slow"]["p50"] >= 20_000
     assert measured["quick"]["p50"] < measured["slow"]["p50"] - 10_000
     assert measured["slow"]["p99"] >= measured["slow"]["p50"]
+
+
+TWO_OF_ONE_NAME = """
+from pathlib import Path
+from bench.sequential import interleaved_latency
+from bench.servers import Target
+twins = [Target("sqlite", port, None, None, Path("/dev/null")) for port in (1, 2)]
+try:
+    interleaved_latency(twins, b"{}", 5)
+except ValueError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_two_servers_of_one_name_are_refused_before_any_request() -> None:
+    # Their latencies would be kept under one name, and one server's would be lost. Ports 1
+    # and 2 answer nothing: a request sent to either would fail otherwise.
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_OF_ONE_NAME],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("refused: each target needs a name of its own")
