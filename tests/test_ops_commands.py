@@ -23,6 +23,8 @@ REVISIONS = [r.revision for r in reversed(list(ScriptDirectory(str(MIGRATIONS)).
 HEAD = REVISIONS[-1]
 #: Stands for a provider's API key in an RPC URL: never printed.
 RPC_SECRET = "sEcReTrPcKeY"
+#: Appended to a test database's URL (whose ``options`` set its schema): commits not flushed.
+NOT_DURABLE_OPTION = "%20-csynchronous_commit%3Doff"
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +133,29 @@ def test_check_beside_a_running_service_opens_a_stored_key_and_reaches_both_chai
     assert checked(missing)["master key"][0] == "FAIL"
     assert "restore the key file" in checked(missing)["master key"][1]
     assert not key_file.exists()
+
+
+def test_check_fails_a_postgresql_whose_crash_could_take_back_answered_signatures(
+    env: dict[str, str],
+) -> None:
+    sqlite = "PAYSIGN_DATABASE_URL" not in env
+    lines = checked(paysign(env, "check"))
+    if sqlite:  # paysign flushes SQLite's log itself: nothing of the server's to check
+        assert "database durability" not in lines
+        return
+    assert lines["database durability"] == (
+        "ok",
+        "fsync = on, synchronous_commit = on, full_page_writes = on",
+    )
+    # What an operator chasing latency might put in the URL (or in ALTER ROLE ... SET).
+    fast = {**env, "PAYSIGN_DATABASE_URL": env["PAYSIGN_DATABASE_URL"] + NOT_DURABLE_OPTION}
+    result = paysign(fast, "check")
+    assert result.returncode == 1, result.stdout
+    verdict, detail = checked(result)["database durability"]
+    assert verdict == "FAIL"
+    assert detail.startswith("synchronous_commit = off: a crash of the database server can ")
+    assert detail.endswith("(docs/deploy.md, Durability)")
+    assert checked(result)["database"][0] == "ok"  # reachable all the same
 
 
 def test_check_refuses_what_would_be_unsafe_or_unreachable(env: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ use is a clear error), the check of PostgreSQL's connection limit."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -11,10 +12,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from conftest import PAYSIGN
+from conftest import PAYSIGN, ServeProcess
 from paysign.bootstrap import build_runtime
 from paysign.config import Settings
 from paysign.serving.command import (
@@ -98,6 +101,31 @@ def test_too_many_connections_for_the_server_are_warned_about(
         assert warn_about_connections(runtime, fits + 1) is True
     finally:
         runtime.db.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_database_whose_crash_could_take_back_answered_signatures_is_warned_about_at_start(
+    database_url: str, tmp_path: Path, dev_chain: Any
+) -> None:
+    def warnings_at_start(url: str, data_dir: str) -> list[dict[str, Any]]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAYSIGN_")}
+        env.update(
+            PAYSIGN_DATA_DIR=str(tmp_path / data_dir),
+            PAYSIGN_TESTNET_RPC_URL=dev_chain.rpc_url,
+            PAYSIGN_DATABASE_URL=url,
+        )
+        server = ServeProcess(env)
+        with server as served:
+            assert httpx.get(f"{served}/readyz", timeout=5).status_code == 200  # it serves
+            lines = server.output().splitlines()
+        return [json.loads(line) for line in lines if b'"database_not_durable"' in line]
+
+    assert warnings_at_start(database_url, "durable") == []
+    (warned,) = warnings_at_start(database_url + "%20-csynchronous_commit%3Doff", "not-durable")
+    assert warned["level"] == "warning"
+    assert warned["settings"] == "fsync = on, synchronous_commit = off, full_page_writes = on"
+    assert warned["losses"][0].startswith("synchronous_commit = off: a crash of the database")
+    assert warned["see"] == "docs/deploy.md, Durability"
 
 
 def test_restart_delays_double_up_to_30_seconds() -> None:

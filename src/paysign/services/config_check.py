@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from paysign.config import Settings
 from paysign.custody import MASTER_KEY_FILENAME, KeyVault, SealedSecret, SecretUnreadable
 from paysign.services.accounts import wallet_context
+from paysign.services.durability import DatabaseDurability, database_durability
 from paysign.services.oauth_redirects import is_loopback_host
 from paysign.store import catalog_repo
 from paysign.store.database import Database
@@ -117,15 +118,30 @@ def _database_and_keys(settings: Settings, probes: Probes) -> list[CheckLine]:
             status = schema_status(conn)
             stored = sealed_wallet_key(conn) if status.current is not None else None
             listings = len(catalog_repo.all_listings(conn)) if status.current is not None else 0
+        durability = database_durability(db)
     except Exception as exc:  # unreachable, refused, wrong password: the check's answer
         return [CheckLine("database", Verdict.FAIL, f"{described}: {_first_line(exc, settings)}")]
     finally:
         db.dispose()
-    return [
-        _schema_line(described, status),
-        _master_key(settings, probes, stored),
-        _catalog_line(settings, listings),
-    ]
+    lines = [_schema_line(described, status)]
+    if durability is not None:
+        lines.append(_durability_line(durability))
+    return [*lines, _master_key(settings, probes, stored), _catalog_line(settings, listings)]
+
+
+def _durability_line(durability: DatabaseDurability) -> CheckLine:
+    item = "database durability"
+    if durability.losses:
+        why = "; ".join(durability.losses)
+        return CheckLine(item, Verdict.FAIL, f"{why} (docs/deploy.md, Durability)")
+    if durability.torn_pages_possible:
+        return CheckLine(
+            item,
+            Verdict.WARN,
+            "full_page_writes = off: a power loss mid-write can tear a page, safe only on a "
+            "file system that writes 8 kB pages atomically (ZFS)",
+        )
+    return CheckLine(item, Verdict.OK, durability.describe())
 
 
 def _schema_line(described: str, status: SchemaStatus) -> CheckLine:

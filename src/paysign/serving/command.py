@@ -18,6 +18,7 @@ from paysign.custody import InvalidMasterKey
 from paysign.datadir import DataDirExposed, secure_data_dir
 from paysign.errors import SchemaFromNewerVersion
 from paysign.logging import configure_logging
+from paysign.services.durability import warn_if_not_durable
 from paysign.serving.process import StopSignals, serve
 from paysign.serving.supervisor import Supervisor
 
@@ -57,6 +58,7 @@ def _serve_with_chain(settings: Settings, workers: int, listener: socket.socket 
     # the settings it yields point testnet_rpc_url (so the reconciler too) at the chain.
     with StopSignals() as stop, sandbox_chain(settings) as settings:
         runtime = build_runtime(settings)
+        warn_if_not_durable(runtime.db)
         if listener is None:
             _announce(runtime, workers)
             serve(runtime, stop)

@@ -1,0 +1,22 @@
+"""A PostgreSQL server's settings as this service's own connections see them: the server's
+configuration, then whatever the role, the database or the connection URL's ``options`` set."""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Connection
+
+#: What decides whether a commit survives a crash of the server, of its host, or a power loss.
+DURABILITY_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
+
+# current_setting, not SHOW: one statement for all three, and readable by any role (also
+# through PgBouncer in transaction pooling, which passes a plain SELECT through).
+_DURABILITY_SQL = "SELECT " + ", ".join(
+    f"current_setting('{name}')" for name in DURABILITY_SETTINGS
+)
+
+
+def durability_settings(conn: Connection) -> dict[str, str]:
+    """``{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}`` on a server
+    left at PostgreSQL's defaults."""
+    row = conn.exec_driver_sql(_DURABILITY_SQL).one()
+    return dict(zip(DURABILITY_SETTINGS, (str(value) for value in row), strict=True))

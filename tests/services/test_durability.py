@@ -1,0 +1,61 @@
+"""Whether the database could take back answered signatures in a crash, read from a real
+PostgreSQL as the service's own connections see it: directly, with a connection option that
+turns synchronous commit off, and through a real PgBouncer in transaction pooling mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paysign.services.durability import DatabaseDurability, database_durability
+from paysign.store.database import Database
+from pgbouncer_support import pgbouncer as pgbouncer  # the fixture
+from pgbouncer_support import runtime_behind
+
+DEFAULTS = DatabaseDurability(fsync="on", synchronous_commit="on", full_page_writes="on")
+
+
+def test_sqlite_has_no_server_settings_to_read(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'paysign.db'}")
+    try:
+        assert database_durability(db) is None
+    finally:
+        db.dispose()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_connection_option_that_skips_the_log_flush_is_seen(database_url: str) -> None:
+    durable = Database(database_url)
+    not_durable = Database(database_url + "%20-csynchronous_commit%3Doff")
+    try:
+        assert database_durability(durable) == DEFAULTS
+        assert DEFAULTS.losses == () and not DEFAULTS.torn_pages_possible
+        found = database_durability(not_durable)
+        assert found is not None and found.synchronous_commit == "off"
+        assert [loss.split(":")[0] for loss in found.losses] == ["synchronous_commit = off"]
+    finally:
+        durable.dispose()
+        not_durable.dispose()
+
+
+def test_every_setting_that_loses_commits_is_named() -> None:
+    careless = DatabaseDurability(fsync="off", synchronous_commit="off", full_page_writes="off")
+    assert [loss.split(":")[0] for loss in careless.losses] == [
+        "fsync = off",
+        "synchronous_commit = off",
+    ]
+    assert careless.torn_pages_possible
+    for durable_mode in ("local", "remote_write", "remote_apply", "on"):
+        assert DatabaseDurability("on", durable_mode, "on").losses == ()
+
+
+def test_the_settings_are_read_behind_pgbouncer_in_transaction_mode(
+    pgbouncer: str, tmp_path: Path
+) -> None:
+    runtime = runtime_behind(pgbouncer, tmp_path, pooler=True)
+    try:
+        for _ in range(3):  # each on whichever server connection the pooler hands out
+            assert database_durability(runtime.db) == DEFAULTS
+    finally:
+        runtime.db.dispose()
