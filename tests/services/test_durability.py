@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from paysign.services.config_check import Verdict, durability_line
 from paysign.services.durability import DatabaseDurability, database_durability
 from paysign.store.database import Database
 from pgbouncer_support import pgbouncer as pgbouncer  # the fixture
@@ -30,7 +31,7 @@ def test_a_connection_option_that_skips_the_log_flush_is_seen(database_url: str)
     not_durable = Database(database_url + "%20-csynchronous_commit%3Doff")
     try:
         assert database_durability(durable) == DEFAULTS
-        assert DEFAULTS.losses == () and not DEFAULTS.torn_pages_possible
+        assert DEFAULTS.losses == () and DEFAULTS.cautions == ()
         found = database_durability(not_durable)
         assert found is not None and found.synchronous_commit == "off"
         assert [loss.split(":")[0] for loss in found.losses] == ["synchronous_commit = off"]
@@ -45,7 +46,7 @@ def test_every_setting_that_loses_commits_is_named() -> None:
         "fsync = off",
         "synchronous_commit = off",
     ]
-    assert careless.torn_pages_possible
+    assert [caution.split(":")[0] for caution in careless.cautions] == ["full_page_writes = off"]
     for durable_mode in ("local", "remote_write", "remote_apply", "on"):
         assert DatabaseDurability("on", durable_mode, "on").losses == ()
 
@@ -59,3 +60,13 @@ def test_the_settings_are_read_behind_pgbouncer_in_transaction_mode(
             assert database_durability(runtime.db) == DEFAULTS
     finally:
         runtime.db.dispose()
+
+
+def test_paysign_check_fails_a_loss_and_warns_of_a_caution() -> None:
+    assert durability_line(DEFAULTS).verdict is Verdict.OK
+    no_full_pages = DatabaseDurability(fsync="on", synchronous_commit="on", full_page_writes="off")
+    line = durability_line(no_full_pages)
+    assert line.verdict is Verdict.WARN and line.detail.startswith("full_page_writes = off: ")
+    careless = DatabaseDurability(fsync="off", synchronous_commit="on", full_page_writes="off")
+    line = durability_line(careless)  # a loss outranks a caution
+    assert line.verdict is Verdict.FAIL and line.detail.startswith("fsync = off: a power loss ")

@@ -125,22 +125,19 @@ def _database_and_keys(settings: Settings, probes: Probes) -> list[CheckLine]:
         db.dispose()
     lines = [_schema_line(described, status)]
     if durability is not None:
-        lines.append(_durability_line(durability))
+        lines.append(durability_line(durability))
     return [*lines, _master_key(settings, probes, stored), _catalog_line(settings, listings)]
 
 
-def _durability_line(durability: DatabaseDurability) -> CheckLine:
+def durability_line(durability: DatabaseDurability) -> CheckLine:
+    """FAIL when a crash could take back answered signatures; warn for what only some
+    hardware makes safe."""
     item = "database durability"
     if durability.losses:
         why = "; ".join(durability.losses)
         return CheckLine(item, Verdict.FAIL, f"{why} (docs/deploy.md, Durability)")
-    if durability.torn_pages_possible:
-        return CheckLine(
-            item,
-            Verdict.WARN,
-            "full_page_writes = off: a power loss mid-write can tear a page, safe only on a "
-            "file system that writes 8 kB pages atomically (ZFS)",
-        )
+    if durability.cautions:
+        return CheckLine(item, Verdict.WARN, "; ".join(durability.cautions))
     return CheckLine(item, Verdict.OK, durability.describe())
 
 

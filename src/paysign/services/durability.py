@@ -52,10 +52,15 @@ class DatabaseDurability:
         return tuple(found)
 
     @property
-    def torn_pages_possible(self) -> bool:
-        """Without full-page writes a power loss mid-write can leave a page half old, half new;
-        safe only on a file system that writes 8 kB pages atomically (ZFS)."""
-        return self.full_page_writes == "off"
+    def cautions(self) -> tuple[str, ...]:
+        """What is safe only on some hardware: without full-page writes a power loss mid-write
+        can leave a page half old, half new."""
+        if self.full_page_writes != "off":
+            return ()
+        return (
+            "full_page_writes = off: a power loss mid-write can tear a page; safe only on a "
+            "file system that writes 8 kB pages atomically (ZFS)",
+        )
 
     def describe(self) -> str:
         return (
