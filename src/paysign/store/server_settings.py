@@ -8,8 +8,8 @@ from sqlalchemy.engine import Connection
 #: What decides whether a commit survives a crash of the server, of its host, or a power loss.
 DURABILITY_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
 
-# current_setting, not SHOW: one statement for all three, and readable by any role (also
-# through PgBouncer in transaction pooling, which passes a plain SELECT through).
+# current_setting, not SHOW: all three in one statement, a plain SELECT that PgBouncer in
+# transaction pooling passes through like any other.
 _DURABILITY_SQL = "SELECT " + ", ".join(
     f"current_setting('{name}')" for name in DURABILITY_SETTINGS
 )
