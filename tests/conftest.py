@@ -33,6 +33,9 @@ POSTGRES_URL = os.environ.get(
     "PAYSIGN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 TEST_MASTER_KEY = secrets.token_bytes(32)
+#: Appended to a test PostgreSQL URL (whose ``options`` set its schema): commits not flushed,
+#: what an operator chasing latency might set in the URL (or by ``ALTER ROLE ... SET``).
+NOT_DURABLE_URL_OPTION = "%20-csynchronous_commit%3Doff"
 
 
 class FrozenClock:

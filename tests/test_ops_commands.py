@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from anvil_support import base_mainnet_chain
-from conftest import ServeProcess, free_port, ok_json, paysign
+from conftest import NOT_DURABLE_URL_OPTION, ServeProcess, free_port, ok_json, paysign
 from paysign.store.database import normalise_url
 from paysign.store.migrate import MIGRATIONS
 
@@ -23,8 +23,6 @@ REVISIONS = [r.revision for r in reversed(list(ScriptDirectory(str(MIGRATIONS)).
 HEAD = REVISIONS[-1]
 #: Stands for a provider's API key in an RPC URL: never printed.
 RPC_SECRET = "sEcReTrPcKeY"
-#: Appended to a test database's URL (whose ``options`` set its schema): commits not flushed.
-NOT_DURABLE_OPTION = "%20-csynchronous_commit%3Doff"
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +145,7 @@ def test_check_fails_a_postgresql_whose_crash_could_take_back_answered_signature
         "ok",
         "fsync = on, synchronous_commit = on, full_page_writes = on",
     )
-    # What an operator chasing latency might put in the URL (or in ALTER ROLE ... SET).
-    fast = {**env, "PAYSIGN_DATABASE_URL": env["PAYSIGN_DATABASE_URL"] + NOT_DURABLE_OPTION}
+    fast = {**env, "PAYSIGN_DATABASE_URL": env["PAYSIGN_DATABASE_URL"] + NOT_DURABLE_URL_OPTION}
     result = paysign(fast, "check")
     assert result.returncode == 1, result.stdout
     verdict, detail = checked(result)["database durability"]

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import PAYSIGN, ServeProcess
+from conftest import NOT_DURABLE_URL_OPTION, PAYSIGN, ServeProcess
 from paysign.bootstrap import build_runtime
 from paysign.config import Settings
 from paysign.serving.command import (
@@ -121,7 +121,7 @@ def test_a_database_whose_crash_could_take_back_answered_signatures_is_warned_ab
         return [json.loads(line) for line in lines if b'"database_not_durable"' in line]
 
     assert warnings_at_start(database_url, "durable") == []
-    (warned,) = warnings_at_start(database_url + "%20-csynchronous_commit%3Doff", "not-durable")
+    (warned,) = warnings_at_start(database_url + NOT_DURABLE_URL_OPTION, "not-durable")
     assert warned["level"] == "warning"
     assert warned["settings"] == "fsync = on, synchronous_commit = off, full_page_writes = on"
     assert warned["losses"][0].startswith("synchronous_commit = off: a crash of the database")

@@ -7,9 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from structlog.testing import capture_logs
 
+from conftest import NOT_DURABLE_URL_OPTION, free_port
 from paysign.services.config_check import Verdict, durability_line
-from paysign.services.durability import DatabaseDurability, database_durability
+from paysign.services.durability import (
+    DatabaseDurability,
+    database_durability,
+    warn_if_not_durable,
+)
 from paysign.store.database import Database
 from pgbouncer_support import pgbouncer as pgbouncer  # the fixture
 from pgbouncer_support import runtime_behind
@@ -28,7 +35,7 @@ def test_sqlite_has_no_server_settings_to_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_a_connection_option_that_skips_the_log_flush_is_seen(database_url: str) -> None:
     durable = Database(database_url)
-    not_durable = Database(database_url + "%20-csynchronous_commit%3Doff")
+    not_durable = Database(database_url + NOT_DURABLE_URL_OPTION)
     try:
         assert database_durability(durable) == DEFAULTS
         assert DEFAULTS.losses == () and DEFAULTS.cautions == ()
@@ -70,3 +77,16 @@ def test_paysign_check_fails_a_loss_and_warns_of_a_caution() -> None:
     careless = DatabaseDurability(fsync="off", synchronous_commit="on", full_page_writes="off")
     line = durability_line(careless)  # a loss outranks a caution
     assert line.verdict is Verdict.FAIL and line.detail.startswith("fsync = off: a power loss ")
+
+
+def test_a_database_that_cannot_be_asked_is_left_to_readiness_at_start() -> None:
+    """The start goes on and says nothing of durability: /readyz reports the outage."""
+    unreachable = Database(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/paysign")
+    try:
+        with capture_logs() as logs:
+            assert warn_if_not_durable(unreachable) is False
+        assert logs == []
+        with pytest.raises(sa.exc.OperationalError):
+            database_durability(unreachable)  # what the start does not let through
+    finally:
+        unreachable.dispose()

@@ -21,6 +21,7 @@ from paysign.logging import configure_logging
 from paysign.services.durability import warn_if_not_durable
 from paysign.serving.process import StopSignals, serve
 from paysign.serving.supervisor import Supervisor
+from paysign.store.server_settings import max_connections
 
 log = structlog.get_logger("paysign.serve")
 
@@ -155,7 +156,7 @@ def warn_about_connections(runtime: Runtime, workers: int) -> bool:
     per_worker = connections_per_worker(runtime.settings)
     try:
         with runtime.db.read() as conn:
-            limit = int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
+            limit = max_connections(conn)
     except Exception:  # a pooler or a proxy that does not say: nothing to compare with
         return False
     if workers * per_worker <= limit:

@@ -1,5 +1,6 @@
 """A PostgreSQL server's settings as this service's own connections see them: the server's
-configuration, then whatever the role, the database or the connection URL's ``options`` set."""
+configuration, then whatever the role, the database or the connection URL's ``options`` set
+(``paysign check``, and the warnings ``paysign serve`` gives at start)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ DURABILITY_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
 _DURABILITY_SQL = "SELECT " + ", ".join(
     f"current_setting('{name}')" for name in DURABILITY_SETTINGS
 )
+
+
+def max_connections(conn: Connection) -> int:
+    """How many connections the server accepts in all (``SHOW max_connections``)."""
+    return int(conn.exec_driver_sql("SHOW max_connections").scalar_one())
 
 
 def durability_settings(conn: Connection) -> dict[str, str]:
