@@ -336,6 +336,59 @@ def test_the_next_hour_has_room_again_and_the_day_still_counts(
         assert policy_repo.spent_in(conn, account["account_id"], hour) == 200_000
 
 
+@pytest.mark.parametrize(
+    ("caps", "refused_by"),
+    [
+        ({"perPayment": None, "daily": 1_000_000, "monthly": 2_000_000}, "daily"),
+        ({"perPayment": None, "daily": 0}, "daily"),
+        ({"perPayment": None, "daily": None, "monthly": 1_000_000}, "monthly"),
+    ],
+)
+def test_the_first_live_payment_of_a_day_is_held_to_the_caps(
+    http, account, runtime, caps, refused_by
+) -> None:
+    """The attack: with no per-payment cap, the first payment of a new day (nothing spent in
+    it yet) asks for more than the day's or the month's cap allows, and must be refused."""
+    set_caps(runtime, account["email"], **caps)
+    url = "https://api.example.com/weather"
+    over = sign(http, account["api_key"], url=url, amount=5_000_000)
+    assert over.status_code == 403, over.text
+    assert (over.json()["type"].rsplit("/", 1)[-1], over.json()["cap"]) == (
+        "spend-cap-exceeded",
+        refused_by,
+    )
+    signed, refusals = ledger(runtime, account)
+    assert signed == []
+    assert [(r.reason, r.rule) for r in refusals] == [("spend-cap-exceeded", f"caps.{refused_by}")]
+    with runtime.db.read() as conn:
+        windows = conn.execute(
+            sa.select(spend_windows.c.spent).where(
+                spend_windows.c.account_id == account["account_id"]
+            )
+        ).scalars()
+        assert set(windows) <= {0}
+
+
+def test_a_payer_paid_for_yesterday_is_held_to_the_caps_of_the_new_day(
+    http, account, runtime, clock
+) -> None:
+    """The same attack on a payer the server knows (PostgreSQL keeps what it read of them):
+    yesterday's windows are not today's."""
+    set_caps(runtime, account["email"], perPayment=None, daily=1_000_000, monthly=None)
+    url = "https://api.example.com/weather"
+    assert sign(http, account["api_key"], url=url, amount=500_000).status_code == 200
+    clock.advance(86_400)
+    over = sign(http, account["api_key"], url=url, amount=5_000_000)
+    assert (over.status_code, over.json()["cap"], over.json()["remaining"]) == (
+        403,
+        "daily",
+        1_000_000,
+    )
+    assert sign(http, account["api_key"], url=url, amount=1_000_000).status_code == 200
+    signed, _ = ledger(runtime, account)
+    assert [s.amount for s in signed] == [500_000, 1_000_000]
+
+
 def test_without_an_hourly_cap_no_hourly_window_is_written(http, account, runtime) -> None:
     url = "https://api.example.com/weather"
     assert sign(http, account["api_key"], url=url, amount=1000).status_code == 200

@@ -374,3 +374,24 @@ def test_signing_for_a_signed_in_account_applies_the_same_policy(
     assert [r.reason for r in refusals] == ["allow-pending", "spend-cap-exceeded"]
     with pytest.raises(NotAuthenticated):
         sign_payment_for(deps, by_account("no-such-account"), signature_body(), sandbox=False)
+
+
+def test_a_signed_in_accounts_first_payment_of_the_day_is_held_to_the_daily_cap(
+    runtime, signing_store, account
+) -> None:
+    """The first payment of a window by an OAuth payer reaches the database's reservation
+    with nothing spent yet: with no per-payment cap, it must still be refused past the day's."""
+    from paysign.services.signing import by_account, sign_payment_for
+
+    set_policy(runtime, account["email"], caps={"perPayment": None, "daily": USDC, "monthly": None})
+    deps = SigningDeps(signing_store, runtime.vault, runtime.clock, runtime.registry)
+    payer = by_account(account["account_id"])
+    with pytest.raises(SpendCapExceeded) as refused:
+        sign_payment_for(deps, payer, signature_body(amount=str(5 * USDC)), sandbox=False)
+    assert (refused.value.extensions["cap"], refused.value.extensions["remaining"]) == (
+        "daily",
+        USDC,
+    )
+    sign_payment_for(deps, payer, signature_body(amount=str(USDC)), sandbox=False)
+    signatures, _ = ledger(runtime, account)
+    assert [s.amount for s in signatures] == [USDC]

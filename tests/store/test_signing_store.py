@@ -98,6 +98,29 @@ def test_the_database_refuses_a_total_past_a_cap_that_memory_let_through(
     assert spent(runtime, account_id) == {"daily": 100, "monthly": 100}
 
 
+@pytest.mark.parametrize(
+    ("caps", "refused_by"),
+    [
+        (Caps(per_payment=None, daily=100, monthly=1_000), "daily"),
+        (Caps(per_payment=None, daily=0, monthly=1_000), "daily"),
+        (Caps(per_payment=None, daily=None, monthly=100), "monthly"),
+    ],
+)
+def test_the_first_payment_of_a_window_is_held_to_its_cap(
+    runtime, signing_store, account, caps, refused_by
+) -> None:
+    """No row yet for the day or the month: the payment that would create it is checked
+    against the cap all the same, and what a refused one leaves spent is nothing."""
+    account_id = account["account_id"]
+    with signing_store.transaction() as tx:
+        hit = tx.reserve(account_id, 500, DAY, MONTH, caps)
+    assert hit is not None
+    assert (hit.window.name, hit.limit, hit.spent) == (refused_by, caps.limit_of(refused_by), 0)
+    assert set(spent(runtime, account_id).values()) <= {0}
+    with signing_store.transaction() as tx:  # what fits is still taken, on the same rows
+        assert tx.reserve(account_id, caps.limit_of(refused_by) or 0, DAY, MONTH, caps) is None
+
+
 def test_a_batchs_totals_over_several_accounts_are_all_added_or_none(
     runtime, signing_store
 ) -> None:

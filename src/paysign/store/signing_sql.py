@@ -70,9 +70,15 @@ WHERE a.id = :account_id AND a.disabled_at IS NULL
 
 # Reserves the amount in both windows at once, each only if it stays within its cap; a window
 # left out of the result refused (and the other is then given back, in the same transaction).
+# The cap guards both ways a window can take the amount: a row not yet there is inserted only
+# if the amount alone fits, an existing one updated only if its total does.
 RESERVE = """
 INSERT INTO spend_windows (account_id, "window", start, spent)
-VALUES (:account_id, 'daily', :day_start, :amount), (:account_id, 'monthly', :month_start, :amount)
+SELECT :account_id, 'daily', :day_start, :amount
+WHERE CAST(:amount AS BIGINT) <= COALESCE(CAST(:daily_cap AS BIGINT), CAST(:amount AS BIGINT))
+UNION ALL
+SELECT :account_id, 'monthly', :month_start, :amount
+WHERE CAST(:amount AS BIGINT) <= COALESCE(CAST(:monthly_cap AS BIGINT), CAST(:amount AS BIGINT))
 ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent + excluded.spent
 WHERE spend_windows.spent + excluded.spent <= COALESCE(
     CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
