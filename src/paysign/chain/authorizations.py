@@ -20,6 +20,7 @@ import httpx
 
 from paysign.chain.errors import ChainUnavailable
 from paysign.protocol.eip712 import keccak256
+from paysign.protocol.untrusted import untrusted_json
 
 __all__ = ["AuthorizationStates", "ChainUnavailable", "RpcAuthorizationStates", "call_data"]
 
@@ -81,7 +82,7 @@ class RpcAuthorizationStates:
         try:
             reply = self._http.post(url, json=request)
             reply.raise_for_status()
-            return reply.json()["result"]
+            return untrusted_json(reply.content)["result"]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
             raise ChainUnavailable(
                 f"{method} call to {network} failed: {type(exc).__name__}"

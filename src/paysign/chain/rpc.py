@@ -24,6 +24,7 @@ from paysign.chain.errors import (
 )
 from paysign.chain.usdc import balance_of_data, decode_revert_reason, decode_uint
 from paysign.protocol.eip712 import keccak256
+from paysign.protocol.untrusted import untrusted_json
 
 # JSON-RPC "method not found" (and what some gateways say instead) -> fall back to polling.
 _METHOD_NOT_FOUND = -32601
@@ -136,7 +137,7 @@ class JsonRpc:
         try:
             reply = self._client().post(self.url, json=body)
             reply.raise_for_status()
-            answer = reply.json()
+            answer = untrusted_json(reply.content)
         except (httpx.HTTPError, ValueError) as exc:
             raise ChainUnavailable(f"{method} to the chain failed: {type(exc).__name__}") from None
         if not isinstance(answer, dict):

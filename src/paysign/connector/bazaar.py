@@ -12,13 +12,13 @@ as ``resource`` or ``url`` and prices as ``amount`` (v2) or ``maxAmountRequired`
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlencode
 
 from paysign.connector.outbound import Outbound, OutboundRefused
 from paysign.connector.payment import ToolFailure
 from paysign.protocol.networks import BASE_SEPOLIA, resolve_network
+from paysign.protocol.untrusted import untrusted_json
 from paysign.protocol.usdc import format_usdc
 
 MAX_LIMIT = 50
@@ -143,7 +143,7 @@ async def _get_json(outbound: Outbound, url: str) -> Any:
     if response.status != 200:
         raise OutboundRefused("status", f"{url} answered {response.status}")
     try:
-        return json.loads(response.body)
+        return untrusted_json(response.body)
     except ValueError:
         raise OutboundRefused("json", f"{url} did not answer JSON") from None
 

@@ -3,6 +3,7 @@ index) and ``wallet_status`` (the budget), and the checks of their arguments."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -31,6 +32,24 @@ def _scalar(name: str, value: Any) -> str:
         f"The argument {name!r} must be a string or a number.",
         "Fix the argument and call again.",
     )
+
+
+#: What HTTP/1.1 allows in a header's name (a token) and value (visible ASCII, space and tab).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def _header(name: str, value: Any) -> tuple[str, str]:
+    text = _scalar(f"headers.{name}", value)
+    if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(text):
+        raise ToolFailure(
+            "invalid-arguments",
+            f"The header {name[:100]!r} cannot be sent: a header's name is letters, digits and "
+            "-, and its value printable ASCII on one line.",
+            "Fix the header and call again.",
+            argument="headers",
+        )
+    return name, text
 
 
 def usdc_amount(name: str, value: Any) -> int | None:
@@ -75,12 +94,12 @@ def pay_x402_call(arguments: dict[str, Any], service_id: str | None) -> SellerCa
             "headers must be an object of header names to values.",
             "Fix the argument and call again.",
         )
-    headers = {
-        str(k): _scalar(f"headers.{k}", v)
+    headers = dict(
+        _header(str(k), v)
         for k, v in raw_headers.items()
         if str(k).lower()
         not in {_SANDBOX_HEADER, "payment-signature", "x-payment", "host", "content-length"}
-    }
+    )
     body = json_body(arguments.get("body"))
     if body is not None and not any(k.lower() == "content-type" for k in headers):
         headers["Content-Type"] = "application/json"

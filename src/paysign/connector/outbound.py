@@ -91,7 +91,13 @@ async def checked_target(url: str, limits: OutboundLimits) -> tuple[str, str, st
     With the check on, the URL is rewritten to the checked IP address; the Host header and the
     TLS server name (SNI and certificate check) stay those of the original host name.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        given_port = parts.port
+    except ValueError as exc:  # a bracketed host that is no IPv6 address, a port out of range
+        raise OutboundRefused(
+            "url", f"{url[:200]!r} is not a URL that can be called ({exc})"
+        ) from None
     if parts.scheme not in ("http", "https"):
         raise OutboundRefused("scheme", f"only http and https URLs can be called, not {url!r}")
     host = parts.hostname
@@ -99,7 +105,7 @@ async def checked_target(url: str, limits: OutboundLimits) -> tuple[str, str, st
         raise OutboundRefused("url", f"{url!r} has no host")
     if parts.username or parts.password:
         raise OutboundRefused("url", "URLs with credentials in them are not called")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = given_port or (443 if parts.scheme == "https" else 80)
     host_header = parts.netloc.rpartition("@")[2]
     if limits.allow_private:
         return url, host_header, None
@@ -160,13 +166,16 @@ class Outbound:
             for _hop in range(self.limits.max_redirects + 1):
                 target, host_header, server_name = await checked_target(url, self.limits)
                 extensions = {"sni_hostname": server_name} if server_name else {}
-                request = client.build_request(
-                    method,
-                    target,
-                    headers={**headers, "Host": host_header},
-                    content=content,
-                    extensions=extensions,
-                )
+                try:
+                    request = client.build_request(
+                        method,
+                        target,
+                        headers={**headers, "Host": host_header},
+                        content=content,
+                        extensions=extensions,
+                    )
+                except ValueError as exc:  # a header httpx cannot encode
+                    raise OutboundRefused("url", f"{url} cannot be called: {exc}") from None
                 try:
                     response = await client.send(request, stream=True)
                 except httpx.HTTPError as exc:

@@ -8,7 +8,6 @@ otherwise. The seller's terms are otherwise passed through verbatim.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from paysign.connector.outbound import FetchedResponse, Outbound, OutboundRefuse
 from paysign.connector.results import next_step
 from paysign.errors import NotAuthenticated, PaysignError
 from paysign.http.credentials import call_store
+from paysign.policy.caps import iso
 from paysign.policy.seller import seller_location
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
 from paysign.protocol.payment_required import (
@@ -28,6 +28,7 @@ from paysign.protocol.payment_required import (
     decode_settlement,
     payment_header_name,
 )
+from paysign.protocol.untrusted import untrusted_json
 from paysign.protocol.usdc import format_usdc
 from paysign.services.signing import HolderLoader, SigningDeps, sign_payment_for
 
@@ -112,7 +113,7 @@ def seller_body(response: FetchedResponse) -> Any:
     content_type = response.headers.get("content-type", "")
     if "json" in content_type:
         try:
-            return json.loads(response.body)
+            return untrusted_json(response.body)
         except ValueError:
             pass
     return response.text()
@@ -247,11 +248,6 @@ async def pay(
         raise refusal_failure(exc, portal_url) from None
     version = terms.version
     header_name = payment_header_name(version)
-    paid = await outbound.request(
-        call.method, first.url, headers={**headers, header_name: signed.header}, content=call.body
-    )
-    decoded = decode_settlement(paid.headers)
-    receipt = None if decoded is None else decoded.raw
     payment = {
         **quote,
         "asset": option.get("asset"),
@@ -260,10 +256,26 @@ async def pay(
         "x402Version": version,
         "nonce": "0x" + signed.nonce.hex(),
         "validBefore": signed.valid_before,
-        "settled": bool(receipt and receipt.get("success")),
-        "transaction": (receipt or {}).get("transaction") or None,
-        "settlement": receipt,
+        "settled": False,
+        "transaction": None,
+        "settlement": None,
     }
+    try:
+        paid = await outbound.request(
+            call.method,
+            first.url,
+            headers={**headers, header_name: signed.header},
+            content=call.body,
+        )
+    except OutboundRefused as refused:
+        raise _sent_unanswered(refused.detail, payment, provenance) from None
+    decoded = decode_settlement(paid.headers)
+    receipt = None if decoded is None else decoded.raw
+    payment.update(
+        settled=bool(receipt and receipt.get("success")),
+        transaction=(receipt or {}).get("transaction") or None,
+        settlement=receipt,
+    )
     result = {
         "status": paid.status,
         "body": seller_body(paid),
@@ -282,6 +294,23 @@ async def pay(
         failure.result = result
         raise failure
     return result
+
+
+def _sent_unanswered(why: str, payment: dict[str, Any], provenance: dict[str, Any]) -> ToolFailure:
+    """The signature went to the seller, whose answer never came or could not be read: the
+    seller holds a payment it may still settle, so the assistant must not sign another."""
+    failure = ToolFailure(
+        "payment-sent-unanswered",
+        f"A payment of {payment['amountUsdc']} USDC was signed and sent to the seller, but its "
+        f"answer could not be read: {why}. The seller may still settle it until "
+        f"{iso(payment['validBefore'])}; if it does not, the payment expires unused and its "
+        "reservation is released.",
+        "Do not call again for this purchase: that would sign a second payment. Tell the user "
+        "the payment was sent without an answer; wallet_status and the portal's activity show "
+        "whether it settled.",
+    )
+    failure.result = {"payment": payment, "provenance": provenance}
+    return failure
 
 
 __all__ = ["OutboundRefused", "SellerCall", "ToolFailure", "pay"]

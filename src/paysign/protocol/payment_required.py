@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network, resolve_network
+from paysign.protocol.untrusted import untrusted_json
 
 __all__ = [
     "DEFAULT_USDC",
@@ -133,7 +133,7 @@ def _b64json(value: str, what: str) -> Any:
     if not _BASE64.fullmatch(text):
         raise UnreadableTerms(f"the {what} header is not standard base64")
     try:
-        return json.loads(base64.b64decode(text, validate=True))
+        return untrusted_json(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError) as exc:
         raise UnreadableTerms(f"the {what} header is not base64 JSON ({exc})") from None
 
@@ -148,7 +148,7 @@ def decode_payment_required(headers: Mapping[str, str], body: bytes) -> PaymentR
         document = _b64json(header, PAYMENT_REQUIRED_HEADER)
     else:
         try:
-            document = json.loads(body) if body else None
+            document = untrusted_json(body) if body else None
         except ValueError:
             document = None
         if not isinstance(document, dict) or document.get("x402Version") != 1:
