@@ -14,10 +14,10 @@ import json
 import secrets
 import unicodedata
 from dataclasses import dataclass
-from ipaddress import IPv6Address, IPv6Network, ip_address
 from typing import Any
 
 from paysign.clock import Clock
+from paysign.services.client_network import client_network
 from paysign.services.oauth_grants import digest
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refusals import ClientRefused, RedirectRefused, TooManyRegistrations
@@ -96,16 +96,7 @@ def address_key(address: str) -> str:
     >>> address_key("2001:db8::1") == address_key("2001:db8::2"), address_key("203.0.113.7")
     (True, 'register:203.0.113.7')
     """
-    try:
-        parsed = ip_address(address)
-    except ValueError:
-        return _KEY_PREFIX + address[:90]
-    if isinstance(parsed, IPv6Address):
-        if parsed.ipv4_mapped is not None:
-            parsed = parsed.ipv4_mapped
-        else:
-            return _KEY_PREFIX + str(IPv6Network((int(parsed) >> 64 << 64, 64)))
-    return _KEY_PREFIX + str(parsed)
+    return _KEY_PREFIX + client_network(address)
 
 
 class Registrations:

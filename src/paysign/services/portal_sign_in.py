@@ -53,8 +53,12 @@ def sign_up(
                 deps.db, deps.vault, deps.clock, email=email, password=password
             )
         except AccountAlreadyExists:
-            restarted = accounts.restart_enrolment(
-                deps.db, deps.vault, email=email, password=password
+            # A password check like a sign-in's, so under its per-account limit too.
+            restarted = deps.credentials.password_attempt(
+                email,
+                lambda: accounts.restart_enrolment(
+                    deps.db, deps.vault, email=email, password=password
+                ),
             )
             if restarted is None:
                 raise

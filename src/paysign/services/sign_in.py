@@ -28,12 +28,14 @@ from paysign.clock import Clock
 from paysign.custody import KeyVault, SealedSecret
 from paysign.errors import AccountAlreadyExists, InvalidAccountInput
 from paysign.services.accounts import normalise_email, totp_context, verify_password
+from paysign.services.client_network import client_network
 from paysign.store import portal_repo, sign_in_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
 TOTP_STEP = 30
 Created = TypeVar("Created")
+Found = TypeVar("Found")
 SIGN_IN_FAILED = (
     "The email, password or authenticator code is not correct. "
     "Each authenticator code works once: if you just used it, wait for the next one."
@@ -100,6 +102,11 @@ def _decoy_hash() -> str:
     return PasswordHasher().hash(secrets.token_urlsafe(16))
 
 
+def address_counter(address: str) -> str:
+    """The failure counter of a client address: its network (``client_network``)."""
+    return "address:" + client_network(address)
+
+
 def email_key(email: str) -> str:
     try:
         normal = normalise_email(email)
@@ -133,16 +140,17 @@ class CredentialCheck:
         now = self.clock.now()
         window = self.limits.failure_window
         by_email = email_key(email)
-        by_address = "address:" + address[:90]
-        with self.db.read() as conn:
-            over = (
-                sign_in_repo.failures(conn, by_email, now, window)
-                >= self.limits.max_failures_account
-                or sign_in_repo.failures(conn, by_address, now, window)
-                >= self.limits.max_failures_address
-            )
+        by_address = address_counter(address)
+        # The attempt is counted before it is checked, as a failure until it succeeds: requests
+        # racing each other each see their own count, so none is checked past a limit.
+        with self.db.write() as conn:
+            tried_email, _ = sign_in_repo.count_event(conn, by_email, now, window)
+            tried_address, _ = sign_in_repo.count_event(conn, by_address, now, window)
             account = repo.find_account_by_email(conn, _normalised(email))
-        if over:
+        if (
+            tried_email > self.limits.max_failures_account
+            or tried_address > self.limits.max_failures_address
+        ):
             message = RATE_LIMITED.format(minutes=self._minutes())
             raise CredentialsRefused(message, rate_limited=True)
         password_ok = verify_password(account or self._decoy, password)
@@ -154,12 +162,10 @@ class CredentialCheck:
                 and step is not None
                 and sign_in_repo.accept_totp_step(conn, account.id, step)
             )
-            if not accepted:
-                sign_in_repo.record_failure(conn, by_email, now, window)
-                sign_in_repo.record_failure(conn, by_address, now, window)
-            else:
+            if accepted:
                 assert account is not None
                 sign_in_repo.clear_failures(conn, by_email)
+                sign_in_repo.uncount_event(conn, by_address)
                 # Said only to whoever knows the password and a fresh code: no enumeration.
                 disabled = _disabled(conn, account)
                 if on_success is not None and not disabled:
@@ -179,8 +185,8 @@ class CredentialCheck:
         ``AccountAlreadyExists`` through after counting it as a failure of the address."""
         now = self.clock.now()
         window = self.limits.failure_window
-        by_address = "address:" + address[:90]
-        sign_ups = "sign-up:" + address[:90]
+        by_address = address_counter(address)
+        sign_ups = "sign-up:" + client_network(address)
         with self.db.read() as conn:
             over = (
                 sign_in_repo.failures(conn, sign_ups, now, window)
@@ -206,6 +212,25 @@ class CredentialCheck:
             sign_in_repo.record_failure(conn, sign_ups, now, window)
         return created
 
+    def password_attempt(self, email: str, attempt: Callable[[], Found | None]) -> Found | None:
+        """``attempt()``, a check of ``email``'s password made elsewhere (re-enrolment at
+        sign-up), under the same per-account limit as a sign-in: counted before it runs,
+        refused while the account is over its limit, cleared when it finds something.
+        Raises :class:`CredentialsRefused` when over the limit."""
+        now = self.clock.now()
+        key = email_key(email)
+        with self.db.write() as conn:
+            tried, _ = sign_in_repo.count_event(conn, key, now, self.limits.failure_window)
+        if tried > self.limits.max_failures_account:
+            raise CredentialsRefused(
+                RATE_LIMITED.format(minutes=self._minutes()), rate_limited=True
+            )
+        found = attempt()
+        if found is not None:
+            with self.db.write() as conn:
+                sign_in_repo.clear_failures(conn, key)
+        return found
+
     def fresh_code(self, account_id: str, code: str, *, password: str | None = None) -> None:
         """Step-up: a fresh, unused authenticator code of a signed-in account (and its
         password, when given). Failures are counted per account. Raises
@@ -213,10 +238,10 @@ class CredentialCheck:
         now = self.clock.now()
         window = self.limits.failure_window
         key = "step-up:" + account_id
-        with self.db.read() as conn:
-            over = sign_in_repo.failures(conn, key, now, window) >= self.limits.max_failures_account
+        with self.db.write() as conn:  # counted before it is checked, as in ``sign_in``
+            tried, _ = sign_in_repo.count_event(conn, key, now, window)
             account = portal_repo.find_account(conn, account_id)
-        if over:
+        if tried > self.limits.max_failures_account:
             raise CredentialsRefused(
                 CODE_RATE_LIMITED.format(minutes=self._minutes()), rate_limited=True
             )
@@ -228,8 +253,6 @@ class CredentialCheck:
             accepted = step is not None and sign_in_repo.accept_totp_step(conn, account_id, step)
             if accepted:
                 sign_in_repo.clear_failures(conn, key)
-            else:
-                sign_in_repo.record_failure(conn, key, now, window)
         if not accepted:
             raise CredentialsRefused(CODE_FAILED if password is None else STEP_UP_FAILED)
 

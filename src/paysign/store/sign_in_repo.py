@@ -78,6 +78,16 @@ def count_event(conn: Connection, key: str, now: int, window: int) -> tuple[int,
     return int(count), int(start)
 
 
+def uncount_event(conn: Connection, key: str) -> None:
+    """Take back one event counted by ``count_event`` (an attempt that turned out fine)."""
+    c = oauth_sign_in_failures.c
+    conn.execute(
+        oauth_sign_in_failures.update()
+        .where(c.key == key, c.failures > 0)
+        .values(failures=c.failures - 1)
+    )
+
+
 def purge_counts(conn: Connection, prefix: str, ended_before: int) -> None:
     """Delete the counters of keys starting with ``prefix`` whose window started before."""
     c = oauth_sign_in_failures.c
