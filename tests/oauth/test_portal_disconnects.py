@@ -10,8 +10,14 @@ from contextlib import contextmanager
 import httpx
 import pyotp
 
-from oauth.conftest import PASSWORD, Service, User
-from oauth.test_oauth import is_invalid_token, mcp_post, refresh, tokens_for
+from oauth.conftest import PASSWORD, REDIRECT, Browser, Service, User, hidden, pkce, register
+from oauth.test_oauth import (
+    authorization_url,
+    is_invalid_token,
+    mcp_post,
+    refresh,
+    tokens_for,
+)
 from portal.conftest import csrf_of, redirected, secret_of, sign_in
 
 NEW_PASSWORD = "another long passphrase"
@@ -117,3 +123,78 @@ def test_disconnect_every_assistant_on_demand(service: Service, user: User) -> N
         assert _assistants(done) == 0
         assert 'action="/portal/settings/assistants"' not in done.text
     assert is_invalid_token(mcp_post(service, tokens["access_token"]))
+
+
+def _change_password(service: Service, user: User) -> None:
+    with _portal(service, user) as browser:
+        page = browser.get("/portal/settings")
+        service.clock.advance(30)
+        changed = browser.post(
+            "/portal/settings/password",
+            data={
+                "csrf": csrf_of(page),
+                "current": PASSWORD,
+                "new": NEW_PASSWORD,
+                "totp": user.code(service.clock),
+            },
+        )
+        assert changed.status_code == 303, changed.text
+
+
+def test_a_sign_in_waiting_at_consent_is_dropped_by_a_password_change(
+    service: Service, user: User
+) -> None:
+    """The attack: signed in with a stolen password and code, the attacker holds the consent
+    page open while the holder changes the password, then approves to mint a fresh grant."""
+    client = register(service).json()
+    _, challenge = pkce()
+    browser = Browser(service, user)
+    with httpx.Client(timeout=10) as attacker:
+        login, page = browser.open_login(
+            attacker, authorization_url(service, client["client_id"], challenge)
+        )
+        signed_in = browser.sign_in(attacker, login, page)
+        assert signed_in.status_code == 303
+        consent = service.url + signed_in.headers["location"]
+        held = attacker.get(consent)
+        assert held.status_code == 200
+
+        _change_password(service, user)
+
+        approved = attacker.post(
+            consent.split("?")[0],
+            data={
+                "txn": hidden(held.text, "txn"),
+                "csrf": hidden(held.text, "csrf"),
+                "decision": "approve",
+            },
+        )
+        assert "code=" not in approved.headers.get("location", ""), approved.text
+        assert approved.status_code == 400, approved.text
+
+
+def test_a_code_not_yet_exchanged_is_dropped_by_an_authenticator_reset(
+    service: Service, user: User, runtime
+) -> None:
+    from paysign.services import account_admin
+
+    client = register(service).json()
+    verifier, challenge = pkce()
+    query = Browser(service, user).authorize(
+        authorization_url(service, client["client_id"], challenge)
+    )
+    account_admin.reset_authenticator(runtime.db, runtime.vault, runtime.clock, email=user.email)
+    exchanged = httpx.post(
+        f"{service.auth_url}/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": query["code"],
+            "redirect_uri": REDIRECT,
+            "code_verifier": verifier,
+            "client_id": client["client_id"],
+            "client_secret": client["client_secret"],
+            "resource": service.mcp_url,
+        },
+    )
+    assert exchanged.status_code == 400, exchanged.text
+    assert exchanged.json()["error"] == "invalid_grant"

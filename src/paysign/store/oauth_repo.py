@@ -316,13 +316,20 @@ def connected_assistants(conn: Connection, account_id: str, now: int) -> int:
 
 def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
     """Revoke every token of the account (after a password change or authenticator reset, or
-    on request); returns how many live grants that disconnected."""
+    on request), and every grant still on its way: a sign-in waiting for consent and a code
+    not yet exchanged, made with the credential being replaced. Returns how many live grants
+    that disconnected."""
     live = connected_assistants(conn, account_id, now)
     c = oauth_tokens.c
     conn.execute(
         oauth_tokens.update()
         .where(c.account_id == account_id, c.revoked_at.is_(None))
         .values(revoked_at=now)
+    )
+    conn.execute(oauth_requests.delete().where(oauth_requests.c.account_id == account_id))
+    codes = oauth_codes.c
+    conn.execute(
+        oauth_codes.delete().where(codes.account_id == account_id, codes.used_at.is_(None))
     )
     return live
 
