@@ -560,3 +560,14 @@ def test_terms_on_the_sellers_host_or_naming_no_resource_still_sign(http, accoun
     v1 = signature_body(version=1)
     del v1["paymentRequired"]["accepts"][0]["resource"]  # type: ignore[index]
     assert post(http, account["api_key"], v1).status_code == 200
+
+
+def test_a_form_starlette_cannot_parse_is_a_malformed_request_not_a_missing_page(http) -> None:
+    """A route that exists answers 400 for a body it cannot read: a 404 would tell a client
+    the address is wrong."""
+    no_boundary = http.post(
+        "/portal/sign-in", content=b"x", headers={"Content-Type": "multipart/form-data"}
+    )
+    assert no_boundary.status_code == 400, no_boundary.text
+    assert no_boundary.headers["content-type"] == "application/problem+json"
+    assert no_boundary.json()["type"].endswith("/malformed-request")

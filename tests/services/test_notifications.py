@@ -269,7 +269,17 @@ def test_email_without_smtp_is_recorded_as_failing_not_lost(
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://example.org/x", "javascript:alert(1)", "https://user:pw@example.org/", ""]
+    "url",
+    [
+        "ftp://example.org/x",
+        "javascript:alert(1)",
+        "https://user:pw@example.org/",
+        "",
+        "http://[::1",
+        "https://example.org:99999/x",
+        "https://example.org:0/x",
+        "https://example.org:port/x",
+    ],
 )
 def test_a_webhook_url_that_is_not_http_is_refused(
     runtime: Runtime, account: dict[str, str], url: str

@@ -35,10 +35,20 @@ def new_webhook_secret() -> str:
 
 def _checked_url(url: str) -> str:
     url = url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname or len(url) > 2048:
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a bracketed host that is no IPv6 address, a port out of range
+        port_ok = False
+    if (
+        not port_ok
+        or parts.scheme not in ("https", "http")
+        or not parts.hostname
+        or len(url) > 2048
+    ):
         raise InvalidAccountInput(
-            "A webhook URL is an http:// or https:// address with a host, at most 2048 characters."
+            "A webhook URL is an http:// or https:// address with a host (and a port from 1 to "
+            "65535, if any), at most 2048 characters."
         )
     if parts.username or parts.password:
         raise InvalidAccountInput("A webhook URL carries no user name or password.")
