@@ -97,6 +97,35 @@ class ResourceCheckedToken:
         await self.app(scope, replaying(body, more, receive), send)
 
 
+class SizeLimited:
+    """An OAuth endpoint that refuses a body over ``_MAX_FORM_BYTES`` with ``413``, unread:
+    otherwise Starlette's form parser would hold up to 1,000 fields of 1 MB each in memory
+    for anyone, signed in or not."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        too_large = declared.isdigit() and int(declared) > _MAX_FORM_BYTES
+        if not too_large:
+            body, more = await read_body(receive, _MAX_FORM_BYTES)
+            too_large = more or len(body) > _MAX_FORM_BYTES
+        if too_large:
+            description = f"the request body is larger than {_MAX_FORM_BYTES // 1024} KiB"
+            response = JSONResponse(
+                {"error": "invalid_request", "error_description": description},
+                status_code=413,
+                headers=_NO_STORE,
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, replaying(body, False, receive), send)
+
+
 async def bounded_body(request: Request, limit: int) -> bytes | None:
     """The request body, or ``None`` once it is longer than ``limit`` (the rest unread)."""
     declared = request.headers.get("content-length", "")
@@ -187,11 +216,16 @@ def create_oauth_routes(
             Route(path, open_to_browsers(request_response(metadata_endpoint), get), methods=get)
             for path in metadata_paths(issuer)
         ),
-        Route(f"{base}/authorize", AuthorizationHandler(provider).handle, methods=["GET", "POST"]),
+        Route(
+            f"{base}/authorize",
+            SizeLimited(request_response(AuthorizationHandler(provider).handle)),
+            methods=["GET", "POST"],
+        ),
         Route(
             f"{base}/token",
             open_to_browsers(
-                ResourceCheckedToken(BasicCredentials(token_app), config.mcp_url), post
+                SizeLimited(ResourceCheckedToken(BasicCredentials(token_app), config.mcp_url)),
+                post,
             ),
             methods=post,
         ),
@@ -199,7 +233,11 @@ def create_oauth_routes(
         Route(f"{base}/register/{{client_id}}", read_registration, methods=["GET"]),
         Route(
             f"{base}/revoke",
-            BasicCredentials(request_response(RevocationHandler(provider, authenticator).handle)),
+            SizeLimited(
+                BasicCredentials(
+                    request_response(RevocationHandler(provider, authenticator).handle)
+                )
+            ),
             methods=["POST"],
         ),
         Route(f"{base}/login", pages.login, methods=["GET", "POST"]),
