@@ -104,3 +104,14 @@ def test_a_large_form_to_an_open_oauth_endpoint_is_refused_unread(
         assert refused.json()["error"] == "invalid_request"
     small = httpx.post(url, data={"grant_type": "nothing"}, timeout=10)
     assert small.status_code in (302, 400, 401), small.text
+
+
+@pytest.mark.parametrize("endpoint", ["authorize", "token", "revoke"])
+@pytest.mark.parametrize("content_type", ["multipart/form-data", "application/json", None])
+def test_a_post_that_is_not_a_form_is_an_invalid_request(
+    service: Service, endpoint: str, content_type: str | None
+) -> None:
+    headers = {"Content-Type": content_type} if content_type else {}
+    refused = httpx.post(f"{service.auth_url}/{endpoint}", content=b"x", headers=headers)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == "invalid_request"

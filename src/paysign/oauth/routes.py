@@ -97,10 +97,11 @@ class ResourceCheckedToken:
         await self.app(scope, replaying(body, more, receive), send)
 
 
-class SizeLimited:
-    """An OAuth endpoint that refuses a body over ``_MAX_FORM_BYTES`` with ``413``, unread:
-    otherwise Starlette's form parser would hold up to 1,000 fields of 1 MB each in memory
-    for anyone, signed in or not."""
+class SmallForm:
+    """An OAuth endpoint whose ``POST`` is a form, as RFC 6749 has it, of at most
+    ``_MAX_FORM_BYTES``. Anything else is refused unread: a larger form would be held whole by
+    Starlette's parser (up to 1,000 fields of 1 MB, for anyone, signed in or not), and another
+    type reached the SDK's handlers as an unexpected error (``server_error``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -109,21 +110,32 @@ class SizeLimited:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length", b"")
+        headers = dict(scope["headers"])
+        media_type = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+        if media_type != b"application/x-www-form-urlencoded":
+            await _invalid_request(400, "send the parameters as a form", scope, receive, send)
+            return
+        declared = headers.get(b"content-length", b"")
         too_large = declared.isdigit() and int(declared) > _MAX_FORM_BYTES
         if not too_large:
             body, more = await read_body(receive, _MAX_FORM_BYTES)
             too_large = more or len(body) > _MAX_FORM_BYTES
         if too_large:
-            description = f"the request body is larger than {_MAX_FORM_BYTES // 1024} KiB"
-            response = JSONResponse(
-                {"error": "invalid_request", "error_description": description},
-                status_code=413,
-                headers=_NO_STORE,
-            )
-            await response(scope, receive, send)
+            why = f"the request body is larger than {_MAX_FORM_BYTES // 1024} KiB"
+            await _invalid_request(413, why, scope, receive, send)
             return
         await self.app(scope, replaying(body, False, receive), send)
+
+
+async def _invalid_request(
+    status: int, description: str, scope: Scope, receive: Receive, send: Send
+) -> None:
+    response = JSONResponse(
+        {"error": "invalid_request", "error_description": description},
+        status_code=status,
+        headers=_NO_STORE,
+    )
+    await response(scope, receive, send)
 
 
 async def bounded_body(request: Request, limit: int) -> bytes | None:
@@ -218,13 +230,13 @@ def create_oauth_routes(
         ),
         Route(
             f"{base}/authorize",
-            SizeLimited(request_response(AuthorizationHandler(provider).handle)),
+            SmallForm(request_response(AuthorizationHandler(provider).handle)),
             methods=["GET", "POST"],
         ),
         Route(
             f"{base}/token",
             open_to_browsers(
-                SizeLimited(ResourceCheckedToken(BasicCredentials(token_app), config.mcp_url)),
+                SmallForm(ResourceCheckedToken(BasicCredentials(token_app), config.mcp_url)),
                 post,
             ),
             methods=post,
@@ -233,7 +245,7 @@ def create_oauth_routes(
         Route(f"{base}/register/{{client_id}}", read_registration, methods=["GET"]),
         Route(
             f"{base}/revoke",
-            SizeLimited(
+            SmallForm(
                 BasicCredentials(
                     request_response(RevocationHandler(provider, authenticator).handle)
                 )
