@@ -81,12 +81,16 @@ def exchanged_code(service: Service, user: User, client: dict[str, Any]) -> http
     query = Browser(service, user).authorize(
         authorization_url(service, client["client_id"], challenge)
     )
+    return exchange(service, client, query["code"], verifier)
+
+
+def exchange(service: Service, client: dict[str, Any], code: str, verifier: str) -> httpx.Response:
     secret = {"client_secret": client["client_secret"]} if "client_secret" in client else {}
     return httpx.post(
         f"{service.auth_url}/token",
         data={
             "grant_type": "authorization_code",
-            "code": query["code"],
+            "code": code,
             "redirect_uri": REDIRECT,
             "code_verifier": verifier,
             "client_id": client["client_id"],

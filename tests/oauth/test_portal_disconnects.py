@@ -10,9 +10,10 @@ from contextlib import contextmanager
 import httpx
 import pyotp
 
-from oauth.conftest import PASSWORD, REDIRECT, Browser, Service, User, hidden, pkce, register
+from oauth.conftest import PASSWORD, Browser, Service, User, hidden, pkce, register
 from oauth.test_oauth import (
     authorization_url,
+    exchange,
     is_invalid_token,
     mcp_post,
     refresh,
@@ -45,18 +46,7 @@ def test_changing_the_password_disconnects_every_assistant(service: Service, use
     with _portal(service, user) as browser:
         page = browser.get("/portal/settings")
         assert _assistants(page) == 2
-
-        service.clock.advance(30)
-        changed = browser.post(
-            "/portal/settings/password",
-            data={
-                "csrf": csrf_of(page),
-                "current": PASSWORD,
-                "new": NEW_PASSWORD,
-                "totp": user.code(service.clock),
-            },
-        )
-        changed = redirected(browser, changed, "/portal/settings")
+        changed = redirected(browser, _new_password(service, user, browser), "/portal/settings")
         assert "2 connected assistant(s) disconnected" in changed.text
         assert _assistants(changed) == 0
     for tokens in (first, second):
@@ -125,20 +115,19 @@ def test_disconnect_every_assistant_on_demand(service: Service, user: User) -> N
     assert is_invalid_token(mcp_post(service, tokens["access_token"]))
 
 
-def _change_password(service: Service, user: User) -> None:
-    with _portal(service, user) as browser:
-        page = browser.get("/portal/settings")
-        service.clock.advance(30)
-        changed = browser.post(
-            "/portal/settings/password",
-            data={
-                "csrf": csrf_of(page),
-                "current": PASSWORD,
-                "new": NEW_PASSWORD,
-                "totp": user.code(service.clock),
-            },
-        )
-        assert changed.status_code == 303, changed.text
+def _new_password(service: Service, user: User, browser: httpx.Client) -> httpx.Response:
+    """The settings form changing the password, with a fresh code."""
+    page = browser.get("/portal/settings")
+    service.clock.advance(30)
+    return browser.post(
+        "/portal/settings/password",
+        data={
+            "csrf": csrf_of(page),
+            "current": PASSWORD,
+            "new": NEW_PASSWORD,
+            "totp": user.code(service.clock),
+        },
+    )
 
 
 def test_a_sign_in_waiting_at_consent_is_dropped_by_a_password_change(
@@ -159,7 +148,8 @@ def test_a_sign_in_waiting_at_consent_is_dropped_by_a_password_change(
         held = attacker.get(consent)
         assert held.status_code == 200
 
-        _change_password(service, user)
+        with _portal(service, user) as holder:
+            assert _new_password(service, user, holder).status_code == 303
 
         approved = attacker.post(
             consent.split("?")[0],
@@ -184,17 +174,6 @@ def test_a_code_not_yet_exchanged_is_dropped_by_an_authenticator_reset(
         authorization_url(service, client["client_id"], challenge)
     )
     account_admin.reset_authenticator(runtime.db, runtime.vault, runtime.clock, email=user.email)
-    exchanged = httpx.post(
-        f"{service.auth_url}/token",
-        data={
-            "grant_type": "authorization_code",
-            "code": query["code"],
-            "redirect_uri": REDIRECT,
-            "code_verifier": verifier,
-            "client_id": client["client_id"],
-            "client_secret": client["client_secret"],
-            "resource": service.mcp_url,
-        },
-    )
+    exchanged = exchange(service, client, query["code"], verifier)
     assert exchanged.status_code == 400, exchanged.text
     assert exchanged.json()["error"] == "invalid_grant"
