@@ -218,4 +218,8 @@ def test_shared_leaves_depend_on_no_other_paysign_module() -> None:
     graph = import_graph()
     # Shared by the buyer SDK, the catalog, the services and every entry point.
     assert graph["paysign.protocol.usdc"] == set()
-    assert graph["paysign.protocol.payment_required"] == {"paysign.protocol.networks"}
+    assert graph["paysign.protocol.untrusted"] == set()
+    assert graph["paysign.protocol.payment_required"] == {
+        "paysign.protocol.networks",
+        "paysign.protocol.untrusted",
+    }

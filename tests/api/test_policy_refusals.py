@@ -471,3 +471,28 @@ def test_a_sellers_budget_outlives_saving_the_policy_and_skips_sandbox(
     set_caps(runtime, account["email"], perPayment=None, daily=50_000)
     capped = sign(http, account["api_key"], url=url, amount=30_000)
     assert (capped.status_code, capped.json()["cap"]) == (403, "daily")
+
+
+# --- the approvals queue holds only what the holder can decide ------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://agentjunk/x",  # a host no rule can name (no dot)
+        "https://api.example.net:0/x",  # a port no rule can name
+        "https://stuck.example.com/" + "é" * 340,  # a location longer than any rule
+    ],
+)
+def test_a_seller_no_rule_can_name_is_refused_not_queued(http, account, runtime, url) -> None:
+    """The attack: an agent fills the approvals queue with sellers the holder can neither
+    approve nor deny (every decision starts by writing the seller as a rule), so the queue
+    stays full for good and every new seller is refused."""
+    refused = sign(http, account["api_key"], url=url, amount=1_000)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"].endswith("/invalid-payment-terms")
+    assert refused.json()["pointer"] == "/sellerUrl"
+    with runtime.db.read() as conn:
+        assert policy_repo.pending_count(conn, account["account_id"]) == 0
+    signed, refusals = ledger(runtime, account)
+    assert (signed, refusals) == ([], [])

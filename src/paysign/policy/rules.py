@@ -16,6 +16,7 @@ matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from paysign.policy.seller import (
     SellerLocation,
@@ -59,6 +60,22 @@ def _path_has_prefix(path: str, prefix: str) -> bool:
     if prefix == "/":
         return True
     return path == prefix or path.startswith(prefix + "/")
+
+
+@lru_cache(maxsize=4096)
+def unnamable(location: str) -> str | None:
+    """Why no rule can name the seller location ``location`` (its host and path), or ``None``.
+    Such a seller could never be approved or denied: it must not reach the approvals queue.
+
+    >>> unnamable("api.example.com/v1"), unnamable("intranet/x"), unnamable("api.example.com:0/")
+    (None, "'intranet/x': the host must be a full name like 'api.example.com'", \
+"'api.example.com:0/': the port must be a number from 1 to 65535")
+    """
+    try:
+        parse_rule(location)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def parse_rule(text: str) -> Rule:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from paysign.errors import InvalidPaymentTerms, SandboxNetworkMismatch, SellerResourceMismatch
 from paysign.policy.binding import unbound_resource
+from paysign.policy.rules import unnamable
 from paysign.policy.seller import SellerLocation, seller_location
 from paysign.protocol import PaymentTerms, parse_signature_request
 from paysign.protocol.terms import resource_urls
@@ -31,6 +32,11 @@ def checked_body(
         seller = seller_location(request.seller_url)
     except ValueError as exc:
         raise InvalidPaymentTerms("/sellerUrl", str(exc)) from None
+    why = unnamable(str(seller))
+    if why is not None:  # it could wait for approval for ever, filling the holder's queue
+        raise InvalidPaymentTerms(
+            "/sellerUrl", f"names a seller no policy rule can name, so none can approve it: {why}"
+        )
     unbound = unbound_resource(request.seller_url, resource_urls(request.terms))
     if unbound is not None:
         if unbound.resource_host is None:
