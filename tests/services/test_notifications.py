@@ -21,7 +21,7 @@ from paysign.background import guarded_webhook_poster
 from paysign.bootstrap import Runtime
 from paysign.services import notifications
 from paysign.services.notification_delivery import RETRY_DELAYS, Notifier, SmtpSettings
-from paysign.store import notification_repo
+from paysign.store import notification_repo, policy_repo
 from paysign.store.schema import notification_outbox
 
 WAITING_SELLER = "https://waiting-seller.example.net/v1/data"
@@ -131,6 +131,34 @@ def test_an_agent_retrying_a_refused_payment_does_not_flood_the_holder(
     clock.advance(3601)
     assert agent_pays(http, account["api_key"], WAITING_SELLER).status_code == 403
     assert len(outbox(runtime)) == 2
+
+
+def test_an_agent_making_up_a_new_path_for_each_refusal_does_not_flood_the_holder(
+    runtime: Runtime, http: httpx.Client, account: dict[str, str], receiver: WebhookReceiver
+) -> None:
+    """The attack: each refused payment names another path of the seller, so the once-an-hour
+    rule per seller never applies. The holder is told at most MAX_NOTIFICATIONS_PER_HOUR
+    times an hour of a kind; the activity still records every refusal."""
+    from paysign.services import policy
+    from paysign.store.signing_sql import MAX_NOTIFICATIONS_PER_HOUR
+
+    clock: FrozenClock = runtime.clock  # type: ignore[assignment]
+    document = policy.get_policy(runtime.db, email=account["email"])
+    document["caps"] = {**document["caps"], "perPayment": 5000}
+    policy.set_policy(runtime.db, runtime.clock, email=account["email"], document=document)
+    notifications.add_webhook(
+        runtime.db, runtime.vault, runtime.clock, account["account_id"], receiver.url
+    )
+    tries = MAX_NOTIFICATIONS_PER_HOUR + 10
+    for n in range(tries):
+        refused = agent_pays(http, account["api_key"], f"https://api.example.com/item/{n}")
+        assert refused.json()["type"].endswith("spend-cap-exceeded"), refused.text
+    assert len(outbox(runtime)) == MAX_NOTIFICATIONS_PER_HOUR
+    with runtime.db.read() as conn:
+        assert len(list(policy_repo.refusals_of(conn, account["account_id"]))) == tries
+    clock.advance(3601)
+    agent_pays(http, account["api_key"], "https://api.example.com/item/next-hour")
+    assert len(outbox(runtime)) == MAX_NOTIFICATIONS_PER_HOUR + 1
 
 
 def test_a_rolled_back_refusal_queues_nothing(

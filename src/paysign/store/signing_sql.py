@@ -269,9 +269,13 @@ VALUES (:account_id, :api_key_id, :seller_host, :seller_path, :network, :amount,
 #: The refusals the holder is told about (``services.notifications``).
 NOTIFIED_REFUSALS = frozenset({"allow-pending", "spend-cap-exceeded"})
 
-# Queued only for an account with somewhere to send it, and once an hour per seller and kind:
-# an agent retrying a refused payment must not flood its holder.
-INSERT_NOTIFICATION = """
+#: The most notifications of one kind an account is sent in an hour, whatever the sellers.
+MAX_NOTIFICATIONS_PER_HOUR = 20
+
+# Queued only for an account with somewhere to send it, once an hour per seller and kind, and
+# at most MAX_NOTIFICATIONS_PER_HOUR of a kind: an agent retrying a refused payment, or making
+# up a new seller path for each, must not flood its holder (every refusal stays in the activity).
+INSERT_NOTIFICATION = f"""
 INSERT INTO notification_outbox (account_id, event, seller_host, seller_path, amount, detail,
     created_at, fanned_out)
 SELECT CAST(:account_id AS VARCHAR), CAST(:reason AS VARCHAR), CAST(:seller_host AS VARCHAR),
@@ -283,7 +287,10 @@ AND NOT EXISTS (SELECT 1 FROM notification_outbox
     WHERE account_id = CAST(:account_id AS VARCHAR) AND event = CAST(:reason AS VARCHAR)
     AND seller_host = CAST(:seller_host AS VARCHAR) AND seller_path = CAST(:seller_path AS VARCHAR)
     AND created_at > CAST(:created_at AS BIGINT) - 3600)
-"""
+AND (SELECT count(*) FROM notification_outbox
+    WHERE account_id = CAST(:account_id AS VARCHAR) AND event = CAST(:reason AS VARCHAR)
+    AND created_at > CAST(:created_at AS BIGINT) - 3600) < {MAX_NOTIFICATIONS_PER_HOUR}
+"""  # noqa: S608 - interpolates this module's own constant only
 
 
 @lru_cache(maxsize=64)
