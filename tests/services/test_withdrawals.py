@@ -270,3 +270,62 @@ def test_the_wallet_key_appears_in_no_log_record_or_row(
     written = repr(records) + repr(sent) + repr(_rows(chained_runtime))
     assert key.hex() not in written.lower()
     assert key.hex() not in repr(deps).lower()
+
+
+def test_withdrawals_per_account_a_day_are_limited_before_a_code_is_spent(
+    chained_runtime: Runtime, deps: PortalDeps, holder: accounts.CreatedAccount
+) -> None:
+    """The attack: dust withdrawals, each one's gas paid by the relayer, which sends one at a
+    time. Past the day's limit nothing is sent and the code stays unspent."""
+    limited = dataclasses.replace(deps, withdrawals_per_day=2)
+    wallet = parse_address(holder.wallet_address)
+    chain = _chain(chained_runtime)
+    for _ in range(2):
+        code = _fresh_code(chained_runtime, holder)
+        withdrawals.withdraw(
+            limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code
+        )
+    before = chain.usdc_balance(wallet)
+    code = _fresh_code(chained_runtime, holder)
+    with pytest.raises(WithdrawalRefused) as refused:
+        withdrawals.withdraw(
+            limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code
+        )
+    assert "2 withdrawals in the last 24 hours" in str(refused.value)
+    assert chain.usdc_balance(wallet) == before and len(_rows(chained_runtime)) == 2
+    limited.credentials.fresh_code(holder.account_id, code)  # the refused form spent no code
+    clock: FrozenClock = chained_runtime.clock  # type: ignore[assignment]
+    clock.advance(86_400)
+    code = _fresh_code(chained_runtime, holder)
+    withdrawals.withdraw(limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code)
+    assert chain.usdc_balance(wallet) == before - 1
+
+
+class _IdleChain:
+    """The sandbox chain as it is after a quiet spell: it mines only when asked, so its newest
+    block is long past (here 700 s) while the next one will be stamped now."""
+
+    def __init__(self, chain: SandboxChain) -> None:
+        self._chain = chain
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._chain, name)
+
+    def block_time(self) -> int:
+        return self._chain.block_time() - 700
+
+
+def test_a_withdrawal_after_the_chain_was_idle_is_still_valid_when_mined(
+    chained_runtime: Runtime, deps: PortalDeps, holder: accounts.CreatedAccount
+) -> None:
+    chain = _chain(chained_runtime)
+    clock: FrozenClock = chained_runtime.clock  # type: ignore[assignment]
+    clock.current = chain.block_time()  # the service's clock is the chain's wall clock
+    idle = dataclasses.replace(deps, sandbox_chain=_IdleChain(chain))
+    wallet = parse_address(holder.wallet_address)
+    before = chain.usdc_balance(wallet)
+    code = _fresh_code(chained_runtime, holder)
+    withdrawals.withdraw(idle, holder.account_id, SANDBOX, _fresh_address(), "1", code)
+    assert chain.usdc_balance(wallet) == before - ONE_USDC
+    [row] = _rows(chained_runtime)
+    assert row["valid_before"] > clock.now()

@@ -53,6 +53,10 @@ class PortalDeps:
     #: The USDC contracts' EIP-712 domain (name per network, version), for withdrawals.
     usdc_names: tuple[tuple[str, str], ...] = ()
     usdc_version: str = "2"
+    #: The most withdrawals one account sends in 24 hours: the relayer pays each one's gas,
+    #: and sends one at a time, so an account (or many) must not be able to spend its ETH on
+    #: dust transfers or hold other holders' withdrawals behind theirs.
+    withdrawals_per_day: int = 20
 
 
 def portal_deps(runtime: PortalRuntime) -> PortalDeps:

@@ -38,13 +38,14 @@ from paysign.protocol.usdc import format_usdc, parse_usdc
 from paysign.services.accounts import wallet_context
 from paysign.services.portal_deps import PortalDeps
 from paysign.services.signing_context import time_ordered_nonce
-from paysign.store import portal_repo, withdrawal_repo
+from paysign.store import portal_repo, sign_in_repo, withdrawal_repo
 from paysign.store.repositories import KeyHolder
 from paysign.store.withdrawal_repo import WithdrawalRow
 
 #: How long the signed authorization stays valid on chain: enough for the relayer to get it
 #: mined, short enough that a transfer never submitted cannot be used much later.
 VALID_SECONDS = 600
+DAY = 86_400
 NETWORKS = {BASE_SEPOLIA.caip2: "Base Sepolia (sandbox)", BASE_MAINNET.caip2: "Base"}
 
 log = structlog.get_logger("paysign.withdrawals")
@@ -91,10 +92,21 @@ def withdraw(
     no code spent), ``CredentialsRefused`` (a wrong, used or missing code: nothing sent),
     ``WithdrawalPending`` (submitted, not yet confirmed)."""
     plan, holder, chain = _plan(deps, account_id, network, to_text, amount_text)
+    counter = "withdrawals:" + account_id
+    with deps.db.read() as conn:  # refused before the code is spent
+        sent_today = sign_in_repo.failures(conn, counter, deps.clock.now(), DAY)
+    if sent_today >= deps.withdrawals_per_day:
+        raise _too_many(deps)
     deps.credentials.fresh_code(account_id, code)
     code_verified_at = deps.clock.now()
+    with deps.db.write() as conn:  # counted before anything is sent: requests at once see it
+        counted, _ = sign_in_repo.count_event(conn, counter, code_verified_at, DAY)
+    if counted > deps.withdrawals_per_day:
+        raise _too_many(deps)
     try:
-        valid_before = chain.block_time() + VALID_SECONDS
+        # The dev chain mines only when asked: its newest block may be long past, and an
+        # authorization valid until then plus ten minutes would already have expired.
+        valid_before = max(chain.block_time(), deps.clock.now()) + VALID_SECONDS
     except ChainError as exc:
         raise _unavailable(exc, plan.network) from None
     authorization = _signed_authorization(deps, holder, chain, plan, valid_before)
@@ -134,6 +146,14 @@ def withdraw(
     )
     return Withdrawal(
         withdrawal_id, plan.network, plan.to_address, plan.amount, receipt.transaction_hash
+    )
+
+
+def _too_many(deps: PortalDeps) -> WithdrawalRefused:
+    return WithdrawalRefused(
+        f"this account has sent {deps.withdrawals_per_day} withdrawals in the last 24 hours, "
+        "the most it may; send the next one tomorrow, or fewer, larger ones",
+        pointer="/amount",
     )
 
 
