@@ -26,18 +26,20 @@ ADDRESS_PATTERN = "^0[xX][0-9a-fA-F]{40}$"
 MAX_AMOUNT_DIGITS = len(str(2**256 - 1))
 
 _OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
-# At most five labels of at most 32 characters: well inside a host name's 253.
+# Two to five labels of at most 32 characters: well inside a host name's 253. A name of one
+# label (but "localhost") is no seller a policy rule can name.
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
 # The last label starts with a letter: one of digits (or 0x…) would make the host an IPv4
 # address to a browser, and the server takes only the dotted-quad spelling of those.
 _TOP_LABEL = "[A-Za-z](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
-_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+# 1 to 65535: no policy rule can name port 0, so no seller on it can be approved.
+_PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 # A path segment: no escapes, no backslash, and not ending in a dot unless it is "." or ".."
 # (Windows servers drop a trailing dot, so the server refuses one); ";parameters" may follow.
 _PCHAR = "[A-Za-z0-9_~!$&'()*+,=:@-]"
 _SEGMENT = f"(?:\\.{{1,2}}|[.]*(?:{_PCHAR}+[.]+)*{_PCHAR}+)?(?:;[A-Za-z0-9_~!$&'()*+,=:@.;-]*)?"
 SELLER_URL_PATTERN = (
-    f"^[hH][tT][tT][pP][sS]?://(?:(?:{_LABEL}\\.){{0,4}}{_TOP_LABEL}|{_OCTET}(?:\\.{_OCTET}){{3}})"
+    f"^[hH][tT][tT][pP][sS]?://(?:(?:{_LABEL}\\.){{1,4}}{_TOP_LABEL}|{_OCTET}(?:\\.{_OCTET}){{3}})"
     f"(?::{_PORT})?(?:/{_SEGMENT})*(?:[?#][!-~]*)?$"
 )
 
@@ -173,11 +175,12 @@ def signature_request_schema(registry: AssetRegistry) -> Schema:
                 "pattern": SELLER_URL_PATTERN,
                 "description": "The absolute http(s) URL being paid for; the source policy "
                 "reads its host and path. No spaces or control characters; the host is a DNS "
-                "name or a dotted IPv4 address (an IPv6 literal or an IDNA name is accepted "
-                "too, when valid), at most 255 characters with its port; the path is at most "
-                "2048 characters once percent-encoded, and percent-escapes that decode to a "
-                "control byte, an escape, non-UTF-8 or a segment ending in a dot or space are "
-                "refused.",
+                "name of two labels or more or a dotted IPv4 address (an IPv6 literal, an IDNA "
+                "name or `localhost` is accepted too, when valid), at most 255 characters with "
+                "its port (1 to 65535); the host and path together are at most 2048 characters "
+                "once percent-encoded (a seller no policy rule could name is refused), and "
+                "percent-escapes that decode to a control byte, an escape, non-UTF-8 or a "
+                "segment ending in a dot or space are refused.",
             },
             "paymentRequired": {
                 "type": "object",
