@@ -77,8 +77,6 @@ def create_app(runtime: Runtime, *, tiers: TierLookup | None = None) -> Starlett
             )
         if exc.status_code == 400:  # a form Starlette could not parse (multipart, a field too big)
             return problem_response(problem_base, "malformed-request", str(exc.detail)[:200])
-        if exc.status_code == 413:
-            return problem_response(problem_base, "request-too-large", str(exc.detail)[:200])
         return problem_response(problem_base, "not-found", f"nothing at {request.url.path}")
 
     async def internal_error(request: Request, exc: Exception) -> Response:

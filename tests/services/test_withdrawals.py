@@ -280,6 +280,8 @@ def test_withdrawals_per_account_a_day_are_limited_before_a_code_is_spent(
     limited = dataclasses.replace(deps, withdrawals_per_day=2)
     wallet = parse_address(holder.wallet_address)
     chain = _chain(chained_runtime)
+    with pytest.raises(CredentialsRefused):  # a wrong code sends nothing and counts nothing
+        withdrawals.withdraw(limited, holder.account_id, SANDBOX, _fresh_address(), "1", "000000")
     for _ in range(2):
         code = _fresh_code(chained_runtime, holder)
         withdrawals.withdraw(

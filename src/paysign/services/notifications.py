@@ -33,23 +33,21 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
 
 
+_WEBHOOK_URL = (
+    "A webhook URL is an http:// or https:// address with a host (and a port from 1 to 65535, "
+    "if any), at most 2048 characters."
+)
+
+
 def _checked_url(url: str) -> str:
     url = url.strip()
-    try:
+    try:  # a bracketed host that is no IPv6 address, a port out of range
         parts = urlsplit(url)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:  # a bracketed host that is no IPv6 address, a port out of range
-        port_ok = False
-    if (
-        not port_ok
-        or parts.scheme not in ("https", "http")
-        or not parts.hostname
-        or len(url) > 2048
-    ):
-        raise InvalidAccountInput(
-            "A webhook URL is an http:// or https:// address with a host (and a port from 1 to "
-            "65535, if any), at most 2048 characters."
-        )
+        port = parts.port
+    except ValueError:
+        raise InvalidAccountInput(_WEBHOOK_URL) from None
+    if port == 0 or parts.scheme not in ("https", "http") or not parts.hostname or len(url) > 2048:
+        raise InvalidAccountInput(_WEBHOOK_URL)
     if parts.username or parts.password:
         raise InvalidAccountInput("A webhook URL carries no user name or password.")
     return url

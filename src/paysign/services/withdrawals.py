@@ -37,6 +37,7 @@ from paysign.protocol import (
 from paysign.protocol.usdc import format_usdc, parse_usdc
 from paysign.services.accounts import wallet_context
 from paysign.services.portal_deps import PortalDeps
+from paysign.services.sign_in import CredentialsRefused
 from paysign.services.signing_context import time_ordered_nonce
 from paysign.store import portal_repo, sign_in_repo, withdrawal_repo
 from paysign.store.repositories import KeyHolder
@@ -92,17 +93,24 @@ def withdraw(
     no code spent), ``CredentialsRefused`` (a wrong, used or missing code: nothing sent),
     ``WithdrawalPending`` (submitted, not yet confirmed)."""
     plan, holder, chain = _plan(deps, account_id, network, to_text, amount_text)
+    # Counted before the code is checked, as a sign-in attempt is: withdrawals sent at once
+    # each see their own count, and one past the limit is refused with its code unspent.
     counter = "withdrawals:" + account_id
-    with deps.db.read() as conn:  # refused before the code is spent
-        sent_today = sign_in_repo.failures(conn, counter, deps.clock.now(), DAY)
-    if sent_today >= deps.withdrawals_per_day:
-        raise _too_many(deps)
-    deps.credentials.fresh_code(account_id, code)
-    code_verified_at = deps.clock.now()
-    with deps.db.write() as conn:  # counted before anything is sent: requests at once see it
-        counted, _ = sign_in_repo.count_event(conn, counter, code_verified_at, DAY)
+    with deps.db.write() as conn:
+        counted, _ = sign_in_repo.count_event(conn, counter, deps.clock.now(), DAY)
     if counted > deps.withdrawals_per_day:
-        raise _too_many(deps)
+        raise WithdrawalRefused(
+            f"this account has sent {deps.withdrawals_per_day} withdrawals in the last 24 "
+            "hours, the most it may; send the next one tomorrow, or fewer, larger ones",
+            pointer="/amount",
+        )
+    try:
+        deps.credentials.fresh_code(account_id, code)
+    except CredentialsRefused:
+        with deps.db.write() as conn:  # nothing was sent: the attempt is taken back
+            sign_in_repo.uncount_event(conn, counter)
+        raise
+    code_verified_at = deps.clock.now()
     try:
         # The dev chain mines only when asked: its newest block may be long past, and an
         # authorization valid until then plus ten minutes would already have expired.
@@ -146,14 +154,6 @@ def withdraw(
     )
     return Withdrawal(
         withdrawal_id, plan.network, plan.to_address, plan.amount, receipt.transaction_hash
-    )
-
-
-def _too_many(deps: PortalDeps) -> WithdrawalRefused:
-    return WithdrawalRefused(
-        f"this account has sent {deps.withdrawals_per_day} withdrawals in the last 24 hours, "
-        "the most it may; send the next one tomorrow, or fewer, larger ones",
-        pointer="/amount",
     )
 
 
