@@ -44,6 +44,7 @@ from paysign.bootstrap import Runtime, asset_registry
 from paysign.chain.testnet import SandboxChain
 from paysign.config import Settings
 from paysign.custody import EnvelopeVault
+from paysign.protocol.eip712 import checksum_address
 from paysign.protocol.networks import BASE_MAINNET
 from paysign.services import accounts, keys, policy
 from paysign.services.catalog import seed_demo_catalog
@@ -166,8 +167,9 @@ def test_the_api_answers_as_its_openapi_document_says(
 def _without_cross_field_refusals(case: Any) -> None:
     """A valid request the server still refuses for how two of its parts go together, which
     OpenAPI cannot say (the descriptions do), is made one it takes: ``X-Sandbox-Mode: true``
-    with mainnet terms (``sandbox-network-mismatch``) is sent as a live payment, and the
-    resource the terms name is put on the seller's host (``seller-resource-mismatch``)."""
+    with mainnet terms (``sandbox-network-mismatch``) is sent as a live payment, the
+    resource the terms name is put on the seller's host (``seller-resource-mismatch``), and a
+    mixed-case ``payTo`` is given its EIP-55 checksum (a wrong one is a mistyped address)."""
     if not isinstance(case.body, dict):
         return
     seller_url = case.body["sellerUrl"]
@@ -185,6 +187,9 @@ def _without_cross_field_refusals(case: Any) -> None:
         terms["resource"] = seller_url
     if isinstance(accepted.get("resource"), str) and accepted["resource"]:
         accepted["resource"] = seller_url
+    digits = accepted["payTo"][2:]
+    if digits not in (digits.lower(), digits.upper()):
+        accepted["payTo"] = checksum_address(bytes.fromhex(digits))
 
 
 # --- what runs with more examples found ----------------------------------------------------

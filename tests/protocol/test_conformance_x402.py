@@ -192,7 +192,7 @@ def test_accepted_is_echoed_verbatim(facilitator: x402.x402FacilitatorSync) -> N
     assert orjson.dumps(decoded["accepted"]) == sent
     assert decoded["resource"] == body["paymentRequired"]["resource"]
     assert decoded["extensions"] == body["paymentRequired"]["extensions"]
-    assert decoded["payload"]["authorization"]["to"] == PAY_TO.lower()
+    assert decoded["payload"]["authorization"]["to"] == PAY_TO  # checksummed, whatever was sent
 
     result = facilitator.verify(
         decode_payment_signature_header(signed.header), _requirements(accepted, 2)

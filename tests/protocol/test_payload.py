@@ -97,10 +97,16 @@ def test_v2_omits_extensions_only_when_absent() -> None:
     assert _sign(empty).payload["extensions"] == {}
 
 
-def test_to_keeps_the_sellers_spelling_and_amount_is_canonical() -> None:
-    payload = _sign(v2_body(payTo=PAY_TO.lower(), amount="0010000")).payload
+@pytest.mark.parametrize("spelling", [PAY_TO.lower(), "0x" + PAY_TO[2:].upper(), PAY_TO])
+def test_to_is_checksummed_whatever_the_sellers_spelling_and_amount_is_canonical(
+    spelling: str,
+) -> None:
+    """web3.py, in the SDK facilitator's simulation of the transfer, refuses a lower-case
+    address: a header that copied the seller's spelling could not be settled there."""
+    payload = _sign(v2_body(payTo=spelling, amount="0010000")).payload
     authorization = payload["payload"]["authorization"]
-    assert authorization["to"] == PAY_TO.lower()
+    assert authorization["to"] == PAY_TO
+    assert payload["accepted"]["payTo"] == spelling  # the terms echoed as the seller sent them
     assert authorization["value"] == "10000"
 
 

@@ -106,16 +106,16 @@ def test_aliases_and_caip2_are_accepted_in_both_versions(
 
 
 @pytest.mark.parametrize(
-    ("path", "value", "amount"),
+    ("make", "path", "value", "amount"),
     [
-        (f"{A0}/amount", 777, 777),  # a JSON number is accepted
-        (f"{A0}/amount", str(2**63 - 1), 2**63 - 1),
-        (f"{A0}/maxAmountRequired", "5", 10000),  # 'amount' wins over 'maxAmountRequired'
-        (f"{A0}/amount", None, 10000),  # a null 'amount' falls back to 'maxAmountRequired'
+        (v2_body, f"{A0}/amount", str(2**63 - 1), 2**63 - 1),
+        (v2_body, f"{A0}/maxAmountRequired", "5", 10000),  # v2 facilitators check 'amount'
+        (v1_body, f"{A0}/amount", "5", 10000),  # v1 facilitators check 'maxAmountRequired'
+        (v1_body, f"{A0}/maxAmountRequired", None, 5),  # then a v1 'amount' is the price
     ],
 )
-def test_amount_forms(path: str, value: Any, amount: int) -> None:
-    body = v2_body(maxAmountRequired="10000") if value is None else v2_body()
+def test_amount_forms(make: Any, path: str, value: Any, amount: int) -> None:
+    body = make(amount="5") if value is None else make()
     terms = parse_signature_request(_set(body, path, value), REGISTRY).terms
     assert terms.amount == amount
 
@@ -331,8 +331,21 @@ CASES: list[tuple[str, Any, str, Any, type, str]] = [
     ],
     ("amount-2**63", v2_body, f"{A0}/amount", str(2**63), INV, f"{A0}/amount"),
     ("amount-huge", v2_body, f"{A0}/amount", "9" * 5000, INV, f"{A0}/amount"),
-    ("amount-int-0", v2_body, f"{A0}/amount", 0, INV, f"{A0}/amount"),
-    ("amount-int-negative", v2_body, f"{A0}/amount", -5, INV, f"{A0}/amount"),
+    ("amount-int", v2_body, f"{A0}/amount", 777, MAL, f"{A0}/amount"),
+    # A mixed-case payTo whose EIP-55 checksum is wrong is a mistyped address.
+    ("payTo-bad-checksum", v2_body, f"{A0}/payTo", PAY_TO[:-1] + "c", INV, f"{A0}/payTo"),
+    ("payTo-0X", v2_body, f"{A0}/payTo", "0X" + PAY_TO[2:], INV, f"{A0}/payTo"),
+    ("payTo-zero", v2_body, f"{A0}/payTo", "0x" + "0" * 40, INV, f"{A0}/payTo"),
+    (
+        "timeout-beyond-64-bits",
+        v2_body,
+        f"{A0}/maxTimeoutSeconds",
+        float(2**64),
+        INV,
+        f"{A0}/maxTimeoutSeconds",
+    ),
+    ("amount-int-0", v2_body, f"{A0}/amount", 0, MAL, f"{A0}/amount"),
+    ("amount-v2-null", v2_body, f"{A0}/amount", None, MAL, f"{A0}/amount"),
     ("v1-amount-zero", v1_body, f"{A0}/maxAmountRequired", "0", INV, f"{A0}/maxAmountRequired"),
     *[
         (f"{key}-{value!r}", v2_body, f"{A0}/{key}", value, INV, f"{A0}/{key}")

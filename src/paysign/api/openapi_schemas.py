@@ -2,7 +2,7 @@
 
 A request schema refuses only what the server refuses (the checks live in ``protocol.terms``,
 ``policy.seller`` and the endpoints), and allows what the server tolerates: extra members, an
-amount with leading zeros or as a JSON number. Where the server's rule is more than JSON Schema
+an amount with leading zeros. Where the server's rule is more than JSON Schema
 can say, the schema allows a part the server surely takes and its description says the rest:
 ``sellerUrl``'s pattern is ASCII host names and unescaped paths, though valid IDNA hosts, IPv6
 literals and escapes are taken too; nesting deeper than 255 levels is refused. The schemathesis
@@ -21,7 +21,7 @@ Schema = dict[str, Any]
 
 #: orjson reads a larger integer as a float, which the server refuses where it wants an integer.
 MAX_JSON_INTEGER = 2**64 - 1
-ADDRESS_PATTERN = "^0[xX][0-9a-fA-F]{40}$"
+ADDRESS_PATTERN = "^0x[0-9a-fA-F]{40}$"
 #: The server reads an amount of more digits than uint256 has as too large, zeros or not.
 MAX_AMOUNT_DIGITS = len(str(2**256 - 1))
 
@@ -72,7 +72,7 @@ def positive_decimal_pattern(maximum: int) -> str:
 def any_case_hex(address: str) -> str:
     """A pattern for one address in any letter case, the way the server compares them."""
     body = "".join(c if c.isdigit() else f"[{c.lower()}{c.upper()}]" for c in address[2:])
-    return f"^0[xX]{body}$"
+    return f"^0x{body}$"
 
 
 def _const_string(value: str) -> Schema:
@@ -82,15 +82,23 @@ def _const_string(value: str) -> Schema:
 def amount_schema() -> Schema:
     return {
         "description": "Price in USDC base units (1 USDC = 1,000,000), at least 1 and at most "
-        f"{MAX_AMOUNT}. A decimal string as x402 sends it; leading zeros and a JSON integer "
-        "are accepted too.",
-        "oneOf": [
+        f"{MAX_AMOUNT}, as a decimal string (leading zeros are accepted). Not a JSON number: "
+        "the entry is echoed to the seller, and x402 sellers refuse one.",
+        "type": "string",
+        "pattern": f"^0*{positive_decimal_pattern(MAX_AMOUNT)}$",
+        "maxLength": MAX_AMOUNT_DIGITS,
+    }
+
+
+def _v1_amount(amount: Schema) -> Schema:
+    return {
+        "description": "`maxAmountRequired`, or `amount` when it is absent or null",
+        "anyOf": [
+            {"required": ["maxAmountRequired"], "properties": {"maxAmountRequired": amount}},
             {
-                "type": "string",
-                "pattern": f"^0*{positive_decimal_pattern(MAX_AMOUNT)}$",
-                "maxLength": MAX_AMOUNT_DIGITS,
+                "required": ["amount"],
+                "properties": {"amount": amount, "maxAmountRequired": {"type": "null"}},
             },
-            {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
         ],
     }
 
@@ -120,7 +128,6 @@ def accepts_entry_schema(registry: AssetRegistry) -> Schema:
                 }
             }
         )
-    amount = amount_schema()
     return {
         "type": "object",
         "description": "The payment option to sign: the seller's first `accepts` entry, copied "
@@ -128,7 +135,13 @@ def accepts_entry_schema(registry: AssetRegistry) -> Schema:
         "required": ["scheme", "network", "asset", "payTo", "maxTimeoutSeconds", "extra"],
         "properties": {
             "scheme": _const_string("exact"),
-            "payTo": {"type": "string", "pattern": ADDRESS_PATTERN},
+            "payTo": {
+                "type": "string",
+                "pattern": ADDRESS_PATTERN,
+                "not": {"pattern": "^0x0{40}$"},
+                "description": "Not the zero address. In mixed case the letters are an EIP-55 "
+                "checksum, and a wrong one is refused as a mistyped address (422).",
+            },
             "maxTimeoutSeconds": {
                 "type": "integer",
                 "minimum": 1,
@@ -136,24 +149,13 @@ def accepts_entry_schema(registry: AssetRegistry) -> Schema:
                 "description": "Seconds; the signature is valid for the lesser of this and 120.",
             },
         },
-        "allOf": [
-            {"oneOf": per_network},
-            {
-                "description": "`amount`, or for x402 v1 `maxAmountRequired` when `amount` is "
-                "absent or null",
-                "anyOf": [
-                    {"required": ["amount"], "properties": {"amount": amount}},
-                    {
-                        "required": ["maxAmountRequired"],
-                        "properties": {"amount": {"type": "null"}, "maxAmountRequired": amount},
-                    },
-                ],
-            },
-        ],
+        "oneOf": per_network,
     }
 
 
 def signature_request_schema(registry: AssetRegistry) -> Schema:
+    amount = amount_schema()
+    v2_amount = {"required": ["amount"], "properties": {"amount": amount}}
     v2_resource = {
         "type": "object",
         "description": "The seller's resource (`url`, `description`, `mimeType`), echoed into the "
@@ -185,7 +187,9 @@ def signature_request_schema(registry: AssetRegistry) -> Schema:
             "paymentRequired": {
                 "type": "object",
                 "description": "The seller's 402 terms, as decoded from PAYMENT-REQUIRED (v2) "
-                "or the 402 body (v1).",
+                "or the 402 body (v1). The price is `accepts[0].amount` in x402 v2; in v1 it is "
+                "`maxAmountRequired` (what v1 facilitators check), or `amount` when that is "
+                "absent.",
                 "required": ["x402Version", "accepts"],
                 "properties": {
                     "x402Version": {"type": "integer", "enum": [1, 2]},
@@ -200,12 +204,17 @@ def signature_request_schema(registry: AssetRegistry) -> Schema:
                 "oneOf": [
                     {
                         "required": ["resource"],
-                        "properties": {"x402Version": {"const": 2}, "resource": v2_resource},
+                        "properties": {
+                            "x402Version": {"const": 2},
+                            "resource": v2_resource,
+                            "accepts": {"prefixItems": [v2_amount]},
+                        },
                     },
                     {
                         "properties": {
                             "x402Version": {"const": 1},
                             "resource": {"type": ["object", "string", "null"]},
+                            "accepts": {"prefixItems": [_v1_amount(amount)]},
                         }
                     },
                 ],

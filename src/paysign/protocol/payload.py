@@ -112,9 +112,10 @@ def _signed_payment(prepared: PreparedPayment, signature: bytes) -> SignedPaymen
     inner: dict[str, Any] = {
         "authorization": {
             "from": checksum_address(address),
-            # The seller's payTo spelling, as the SDK client does; facilitators compare it
-            # case-insensitively and it is the same 20 bytes that were signed.
-            "to": terms.accepted["payTo"],
+            # Checksummed whatever the seller's spelling: facilitators compare it to payTo
+            # case-insensitively, but web3.py refuses a lower-case address in the simulation
+            # of the transfer. The 20 bytes signed are the same.
+            "to": checksum_address(terms.pay_to),
             "value": str(terms.amount),
             "validAfter": str(VALID_AFTER),
             "validBefore": str(valid_before),

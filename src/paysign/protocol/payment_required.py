@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network, resolve_network
+from paysign.protocol.terms import amount_member
 from paysign.protocol.untrusted import untrusted_json
 
 __all__ = [
@@ -167,12 +168,8 @@ def decode_payment_required(headers: Mapping[str, str], body: bytes) -> PaymentR
     return PaymentRequired(int(version), document)
 
 
-def _amount_of(option: dict[str, Any]) -> int | None:
-    value = option.get("amount")
-    if value is None:
-        value = option.get("maxAmountRequired")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+def _amount_of(option: dict[str, Any], version: int) -> int | None:
+    value = option.get(amount_member(option, version))
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 78:
         return int(value)
     return None
@@ -211,7 +208,7 @@ def choose_option(
         method = extra.get("assetTransferMethod") if isinstance(extra, dict) else None
         if method not in (None, "eip3009"):
             continue
-        amount = _amount_of(option)
+        amount = _amount_of(option, required.version)
         if amount is None or amount < 1:
             continue
         reordered = dict(required.document)

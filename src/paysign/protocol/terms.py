@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from paysign.errors import InvalidPaymentTerms, MalformedRequest, UnsupportedPaymentTerms
+from paysign.protocol.eip712 import checksum_address
 from paysign.protocol.networks import AssetRegistry, Network, UsdcToken, resolve_network
 
 MAX_SELLER_URL_LENGTH = 2048
@@ -35,7 +36,11 @@ MAX_SELLER_URL_LENGTH = 2048
 # amount inside a signed 64-bit integer for storage and spend accounting.
 MAX_AMOUNT = 2**63 - 1
 _UINT256_DIGITS = len(str(2**256 - 1))
-_HEX_ADDRESS = re.compile(r"0[xX][0-9a-fA-F]{40}")
+# Lower-case "0x" only: no facilitator reads "0X".
+_HEX_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+_ZERO_ADDRESS = bytes(20)
+# orjson reads an integer outside int64..uint64 as a float.
+_LOWEST_JSON_INTEGER, _HIGHEST_JSON_INTEGER = -(2**63), 2**64 - 1
 _SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _ACCEPTS0 = "/paymentRequired/accepts/0"
 
@@ -101,13 +106,13 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
         raise UnsupportedPaymentTerms(
             f"{_ACCEPTS0}/network", f"no USDC contract is configured for {network.caip2}"
         )
-    amount = _amount(accepted)
+    amount = _amount(accepted, version)
     asset = _address_field(accepted, "asset")
     if asset != token.address:
         raise UnsupportedPaymentTerms(
             f"{_ACCEPTS0}/asset", f"only USDC ({token.address_hex}) is signed on {network.caip2}"
         )
-    pay_to = _address_field(accepted, "payTo")
+    pay_to = _pay_to(accepted)
     max_timeout = _max_timeout_seconds(accepted)
     _check_extra(accepted, token)
 
@@ -115,7 +120,8 @@ def _payment_terms(payment_required: dict[str, Any], registry: AssetRegistry) ->
     if extensions is not None and not isinstance(extensions, dict):
         raise MalformedRequest("/paymentRequired/extensions", "must be an object when present")
     # The signed payload echoes these verbatim; refuse now anything that cannot be re-encoded
-    # (nesting deeper than orjson's 255 levels, integers beyond 64 bits) so signing cannot fail.
+    # (nesting deeper than orjson's 255 levels) so signing cannot fail. An integer beyond 64
+    # bits was already read as a float by orjson, and is echoed as one.
     try:
         orjson.dumps((accepted, resource, extensions))  # one call when all is well
     except orjson.JSONEncodeError:
@@ -236,22 +242,35 @@ def _address_field(accepted: dict[str, Any], key: str) -> bytes:
     return bytes.fromhex(text[2:])
 
 
-def _amount(accepted: dict[str, Any]) -> int:
-    # v2 names it 'amount', v1 'maxAmountRequired'; either is accepted in either version.
-    key = "amount" if accepted.get("amount") is not None else "maxAmountRequired"
+def amount_member(option: dict[str, Any], version: int) -> str:
+    """The member of an ``accepts`` entry that holds its price, the one facilitators check:
+    ``amount`` in x402 v2; ``maxAmountRequired`` in v1, or ``amount`` where a v1 seller wrote
+    that instead.
+
+    >>> amount_member({"maxAmountRequired": "5", "amount": "1"}, 1)
+    'maxAmountRequired'
+    >>> amount_member({"maxAmountRequired": "5"}, 2)
+    'amount'
+    """
+    if version == 1 and option.get("maxAmountRequired") is not None:
+        return "maxAmountRequired"
+    return "amount"
+
+
+def _amount(accepted: dict[str, Any], version: int) -> int:
+    key = amount_member(accepted, version)
     pointer = f"{_ACCEPTS0}/{key}"
     value = accepted.get(key)
     if value is None:
-        raise MalformedRequest(f"{_ACCEPTS0}/amount", "is required (or maxAmountRequired for v1)")
-    if _is_int(value):
-        amount = int(value)
-    elif isinstance(value, str):
-        if not (value.isascii() and value.isdigit()):  # isdigit alone admits non-ASCII digits
-            raise InvalidPaymentTerms(pointer, "must be a decimal string of base units")
-        # Past 78 digits it exceeds uint256; skip int() of huge strings (slow, capped at 4300).
-        amount = int(value) if len(value) <= _UINT256_DIGITS else MAX_AMOUNT + 1
-    else:
+        needed = "is required" if version == 2 else "is required (or maxAmountRequired)"
+        raise MalformedRequest(pointer, needed)
+    # A string only: the entry is echoed to the seller verbatim, and x402 SDKs refuse a number.
+    if not isinstance(value, str):
         raise MalformedRequest(pointer, "must be a decimal string of base units")
+    if not (value.isascii() and value.isdigit()):  # isdigit alone admits non-ASCII digits
+        raise InvalidPaymentTerms(pointer, "must be a decimal string of base units")
+    # Past 78 digits it exceeds uint256; skip int() of huge strings (slow, capped at 4300).
+    amount = int(value) if len(value) <= _UINT256_DIGITS else MAX_AMOUNT + 1
     if not 1 <= amount <= MAX_AMOUNT:
         raise InvalidPaymentTerms(
             pointer, f"must be between 1 and {MAX_AMOUNT} base units (more than any USDC balance)"
@@ -259,9 +278,26 @@ def _amount(accepted: dict[str, Any]) -> int:
     return amount
 
 
+def _pay_to(accepted: dict[str, Any]) -> bytes:
+    pointer = f"{_ACCEPTS0}/payTo"
+    address = _address_field(accepted, "payTo")
+    if address == _ZERO_ADDRESS:
+        raise InvalidPaymentTerms(pointer, "is the zero address, which USDC cannot pay")
+    text: str = accepted["payTo"]
+    digits = text[2:]
+    # Mixed case is an EIP-55 checksum: a wrong one is a mistyped address, not the seller's.
+    if digits != digits.lower() and digits != digits.upper() and checksum_address(address) != text:
+        raise InvalidPaymentTerms(
+            pointer, "has a wrong EIP-55 checksum (its letter case): the address was mistyped"
+        )
+    return address
+
+
 def _max_timeout_seconds(accepted: dict[str, Any]) -> int:
     pointer = f"{_ACCEPTS0}/maxTimeoutSeconds"
     value = _required(accepted, "maxTimeoutSeconds", pointer)
+    if isinstance(value, float) and _beyond_json_integers(value):
+        raise InvalidPaymentTerms(pointer, "is out of range")
     if not _is_int(value):  # 60.0 is refused too: the schema says integer
         raise MalformedRequest(pointer, "must be an integer")
     if value < 1:
@@ -302,3 +338,7 @@ def _require_encodable(value: Any, pointer: str) -> None:
         raise MalformedRequest(
             pointer, "is nested too deeply or holds an out-of-range number"
         ) from None
+
+
+def _beyond_json_integers(value: float) -> bool:
+    return value.is_integer() and not _LOWEST_JSON_INTEGER <= value <= _HIGHEST_JSON_INTEGER
