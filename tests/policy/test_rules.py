@@ -114,6 +114,18 @@ def test_parse_refuses(text: str) -> None:
         parse_rule(text)
 
 
+@pytest.mark.parametrize(
+    "text", ["https://Shop.Example.com/Admin/*", "shop.example.com/*", "*.example.com/api/*"]
+)
+def test_a_glob_at_the_end_of_a_path_is_refused_saying_a_path_covers_what_is_under_it(
+    text: str,
+) -> None:
+    """Saved as written, '/admin/*' was a literal '*' matching no path: as a deny rule it
+    denied nothing under /admin."""
+    with pytest.raises(ValueError, match="already covers everything under it"):
+        parse_rule(text)
+
+
 @pytest.mark.parametrize("value", [None, 1, ["api.example.com"], {"host": "x"}])
 def test_parse_refuses_non_strings(value: object) -> None:
     with pytest.raises(ValueError):

@@ -50,3 +50,26 @@ def test_payee_rules_from_the_policy_page(
     fresh = code(holder.totp_secret, clock)
     assert post("payTo.allow", PAYEE, action="remove", totp=fresh).status_code == 303
     assert payees() == {"allow": [], "deny": [OTHER_CHECKSUMMED]}
+
+
+def test_denying_the_only_allowed_payee_is_refused_not_turned_into_allowing_every_other(
+    browser: httpx.Client, runtime: Runtime, holder: accounts.CreatedAccount
+) -> None:
+    """It took the payee off the allow list, which left it empty: every other payee could be
+    paid, with the holder's code, by a holder who meant to stop paying one."""
+    clock: FrozenClock = runtime.clock  # type: ignore[assignment]
+    assert (
+        sign_in(browser, holder.email, PASSWORD, code(holder.totp_secret, clock)).status_code == 303
+    )
+    csrf = csrf_of(browser.get("/portal/policy"))
+    form = {"csrf": csrf, "kind": "payTo.allow", "rule": PAYEE, "action": "add", "totp": ""}
+    assert browser.post("/portal/policy/rules", data=form).status_code == 303
+    clock.advance(30)
+    fresh = code(holder.totp_secret, clock)
+    deny = {**form, "kind": "payTo.deny", "totp": fresh}
+    refused = browser.post("/portal/policy/rules", data=deny)
+    assert refused.status_code == 400 and "only payee on your allow list" in error_of(refused)
+    assert policy.get_policy(runtime.db, email=holder.email)["payTo"] == {
+        "allow": [PAYEE],
+        "deny": [],
+    }

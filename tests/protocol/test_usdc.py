@@ -13,6 +13,7 @@ from paysign.protocol.usdc import (
     base_units_at_most,
     base_units_of,
     format_usdc,
+    parse_typed_usdc,
     parse_usdc,
 )
 
@@ -128,3 +129,48 @@ def test_a_limit_is_what_the_hand_written_conversions_gave(amount: Decimal) -> N
 def test_a_limit_that_is_not_usdc_is_refused(amount: str) -> None:
     with pytest.raises(ValueError, match=r"is not a USDC amount|is too large"):
         base_units_at_most(Decimal(amount))
+
+
+@pytest.mark.parametrize(
+    ("typed", "base_units"),
+    [
+        ("1.5", 1_500_000),
+        (" 10 ", 10_000_000),
+        ("1,000", 1_000_000_000),
+        (".5", 500_000),
+        ("12,345.6", 12_345_600_000),
+        ("1,234,567", 1_234_567_000_000),
+        ("1.", 1_000_000),
+    ],
+)
+def test_a_typed_amount_is_read_as_written(typed: str, base_units: int) -> None:
+    assert parse_typed_usdc(typed) == base_units
+
+
+@pytest.mark.parametrize(
+    "typed",
+    # A decimal comma was read as a thousands separator: "1,5" saved a cap of 15 USDC, "10,00"
+    # one of 1,000; Python's Decimal took underscores, exponents and other scripts' digits.
+    [
+        "1,5",
+        "10,00",
+        "0,5",
+        "1.000,50",
+        "1,0000",
+        ",5",
+        "1_0",
+        "1e3",
+        "\uff11\uff12",
+        "\u0663",
+        "NaN",
+        "-1",
+        ".",
+        ",",
+        "",
+        "0x10",
+        "1 000",
+    ],
+)
+def test_a_typed_amount_in_any_other_form_is_refused_saying_what_to_type(typed: str) -> None:
+    with pytest.raises(ValueError, match="use a dot for decimals"):
+        parse_typed_usdc(typed)

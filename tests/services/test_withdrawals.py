@@ -135,6 +135,9 @@ def test_a_replayed_or_wrong_code_moves_nothing(
         ("fresh", "-1", "/amount"),
         ("fresh", "0.0000001", "/amount"),
         ("fresh", "NaN", "/amount"),
+        # A decimal comma (a phone's keypad in many languages): was read as 3 USDC, not 0.3.
+        ("fresh", "0,3", "/amount"),
+        ("fresh", "1e0", "/amount"),
     ],
 )
 def test_refused_withdrawals_spend_no_code_and_move_nothing(

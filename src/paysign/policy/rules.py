@@ -93,6 +93,12 @@ def parse_rule(text: str) -> Rule:
     if not sep:
         rest = text
     host_part, slash, path_part = rest.partition("/")
+    if path_part == "*" or path_part.endswith("/*"):
+        # Saved as written, it would be a literal '*' that matches no path: a deny rule
+        # meant for everything under a path would deny nothing.
+        raise ValueError(
+            f"{text!r}: a rule's path already covers everything under it; drop the '/*'"
+        )
     wildcard = host_part.startswith("*.")
     bare = host_part[2:] if wildcard else host_part
     if not bare or "*" in bare or "@" in bare:

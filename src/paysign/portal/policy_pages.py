@@ -52,7 +52,17 @@ def _payee_edit(
         same = address.lower()
         lists[kind] = [a for a in lists.get(kind, []) if a.lower() != same]
         if action == "add":
-            lists[other] = [a for a in lists.get(other, []) if a.lower() != same]
+            allowed = lists.get(other, [])
+            lists[other] = [a for a in allowed if a.lower() != same]
+            if kind == "deny" and allowed and not lists[other]:
+                # An empty allow list allows every payee: denying the one allowed payee would
+                # open payments to all the others, the opposite of what the holder asked.
+                raise InvalidPolicy(
+                    "/payTo/deny",
+                    f"{address} is the only payee on your allow list; denying it would empty "
+                    "that list, and with no allow list your agent may pay any payee. Add the "
+                    "payee you do want to the allow list first, or freeze spending.",
+                )
             lists[kind].append(address)
         return doc
 

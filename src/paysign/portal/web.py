@@ -23,8 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from paysign.policy.caps import iso
 from paysign.portal.display import grouped, network_name, refusal_reason, when
 from paysign.portal.qr import qr_svg
-from paysign.protocol.usdc import format_usdc
-from paysign.protocol.usdc import parse_usdc as usdc_base_units
+from paysign.protocol.usdc import format_usdc, parse_typed_usdc
 from paysign.services.portal_deps import PortalDeps, PortalRuntime, portal_deps
 from paysign.services.sessions import Session
 
@@ -107,10 +106,10 @@ def parse_usdc(text: str) -> int | None:
     Traceback (most recent call last):
     ValueError: '0.0000001' is not a USDC amount (at most 6 decimals, not negative)
     """
-    text = text.strip().replace(",", "")
+    text = text.strip()
     if not text:
         return None
-    units = usdc_base_units(text)
+    units = parse_typed_usdc(text)
     # Caps are stored in a signed 64-bit column.
     if units >= 2**63:
         raise ValueError(f"{text!r} is too large")

@@ -21,6 +21,7 @@ Depends on nothing in paysign: the buyer SDK, the catalog and every entry point 
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation, localcontext
 
 __all__ = [
@@ -29,12 +30,16 @@ __all__ = [
     "base_units_at_most",
     "base_units_of",
     "format_usdc",
+    "parse_typed_usdc",
     "parse_usdc",
 ]
 
 USDC_DECIMALS = 6
 USDC_BASE_UNITS = 10**USDC_DECIMALS
 _UINT256_DIGITS = 78
+# ASCII digits, a dot for decimals, commas only between groups of three: "0,5" on a phone
+# whose keypad has a decimal comma must not be read as 5.
+_TYPED = re.compile(r"(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]*)(?:\.[0-9]*)?")
 
 
 def format_usdc(base_units: int, *, fixed: bool = False) -> str:
@@ -69,6 +74,25 @@ def parse_usdc(text: str | int | Decimal) -> int:
     except InvalidOperation:
         raise ValueError(f"{text!r} is not a USDC amount") from None
     return _exact_base_units(amount, text)
+
+
+def parse_typed_usdc(text: str) -> int:
+    """USDC a person typed in a form (``"1.5"``, ``"1,000.25"``) to base units; ``ValueError``
+    for anything else, with what to type instead.
+
+    >>> parse_typed_usdc(" 1,000.5 "), parse_typed_usdc(".5")
+    (1000500000, 500000)
+    >>> parse_typed_usdc("0,5")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: '0,5' is not a USDC amount: use a dot for decimals (1.5) and commas only ...
+    """
+    written = text.strip()
+    if not _TYPED.fullmatch(written) or not any(c.isdigit() for c in written):
+        raise ValueError(
+            f"{written[:40]!r} is not a USDC amount: use a dot for decimals (1.5) and commas "
+            "only between groups of three digits (1,000)"
+        )
+    return _exact_base_units(Decimal(written.replace(",", "")), written[:40])
 
 
 _NOT_USDC = "not a USDC amount (at most 6 decimals, not negative)"

@@ -34,7 +34,7 @@ from paysign.protocol import (
     parse_address,
     transfer_authorization_digest,
 )
-from paysign.protocol.usdc import format_usdc, parse_usdc
+from paysign.protocol.usdc import format_usdc, parse_typed_usdc
 from paysign.services.accounts import wallet_context
 from paysign.services.portal_deps import PortalDeps
 from paysign.services.sign_in import CredentialsRefused
@@ -241,13 +241,11 @@ def _plan(
 
 
 def _amount(text: str) -> int:
-    cleaned = text.strip().replace(",", "")
+    cleaned = text.strip()
     try:
-        amount = parse_usdc(cleaned) if cleaned else 0
-    except ValueError:
-        raise WithdrawalRefused(
-            f"{text.strip()[:40]!r} is not a USDC amount (at most 6 decimals)", pointer="/amount"
-        ) from None
+        amount = parse_typed_usdc(cleaned) if cleaned else 0
+    except ValueError as exc:
+        raise WithdrawalRefused(str(exc), pointer="/amount") from None
     if amount <= 0:
         raise WithdrawalRefused("enter an amount of USDC above zero", pointer="/amount")
     return amount
