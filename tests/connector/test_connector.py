@@ -116,7 +116,7 @@ def test_catalog_tool_pays_and_settles_on_chain(world: World, buyer: Buyer) -> N
     assert out["provenance"]["service_id"] == listing["id"]
     payment = out["payment"]
     assert payment["amount"] == "2000" and payment["network"] == "eip155:84532"
-    assert payment["settled"] is True and payment["transaction"].startswith("0x")
+    assert payment["sellerReportsSettled"] is True and payment["transaction"].startswith("0x")
     after = balance(world, buyer.wallet), balance(world, world.sandbox_pay_to)
     assert before[0] - after[0] == 2000
     assert after[1] - before[1] == 2000
@@ -138,7 +138,7 @@ def test_pay_x402_pays_a_v1_open_ecosystem_seller(world: World, buyer: Buyer) ->
     assert not result.is_error, result.content
     out = structured(result)
     assert out["status"] == 200
-    assert out["payment"]["x402Version"] == 1 and out["payment"]["settled"] is True
+    assert out["payment"]["x402Version"] == 1 and out["payment"]["sellerReportsSettled"] is True
     assert out["provenance"]["service_id"] is not None  # the full catalog's random_fact listing
     assert before - balance(world, buyer.wallet) == int(out["payment"]["amount"]) == 1000
 

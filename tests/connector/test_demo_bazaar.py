@@ -54,5 +54,5 @@ def test_search_bazaar_finds_and_pays_a_demo_seller_offline(world: World, buyer:
     assert not paid.is_error, paid.content
     out = paid.structured_content or {}
     assert out["status"] == 200 and "fact" in out["body"]
-    assert out["payment"]["settled"] is True
+    assert out["payment"]["sellerReportsSettled"] is True
     assert out["payment"]["network"] == "base-sepolia"  # an x402 v1 seller names it so

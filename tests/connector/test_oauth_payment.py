@@ -52,7 +52,7 @@ def test_an_oauth_signed_in_assistant_pays_for_its_account(world: World) -> None
     paid = run(pay())
     assert not paid.is_error, paid.content
     payment = structured(paid)["payment"]
-    assert payment["settled"] is True
+    assert payment["sellerReportsSettled"] is True
     assert before - chain.usdc_balance(wallet) == int(payment["amount"]) == 1000
     with rt.db.read() as conn:
         signed = repo.signatures_of(conn, created.account_id)

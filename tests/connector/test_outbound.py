@@ -113,7 +113,7 @@ def test_connector_refuses_loopback_sellers_unless_allowed(world: World, buyer: 
     assert result.is_error
     error = dict(result.structured_content or {})["error"]
     assert error["type"] == "outbound-private-address"
-    assert "127.0.0.1" in error["detail"]
+    assert "127.0.0.1" in error["outboundDetail"]
 
 
 # --- IPv4 wrapped in IPv6: unwrapped and judged (one classifier, policy.addresses) ----------

@@ -104,7 +104,7 @@ def test_the_connector_fills_in_the_identifier_the_seller_requires(
     result = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert not result.is_error, result.content
     out: dict[str, Any] = dict(result.structured_content or {})
-    assert out["status"] == 200 and out["payment"]["settled"] is True
+    assert out["status"] == 200 and out["payment"]["sellerReportsSettled"] is True
     nonce = out["payment"]["nonce"].removeprefix("0x")
     assert seen == [f"pay_{nonce}"] and out["body"] == {"paymentId": f"pay_{nonce}"}
     assert before - balance(world, buyer.wallet) == PRICE

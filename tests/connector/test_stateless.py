@@ -108,7 +108,7 @@ def test_two_workers_answer_one_client_in_turn(world: World, buyer: Buyer) -> No
     assert not paid.is_error, paid.content
     assert paid.structured_content is not None
     payment = paid.structured_content["payment"]
-    assert payment["settled"] is True and payment["amount"] == "2000"
+    assert payment["sellerReportsSettled"] is True and payment["amount"] == "2000"
     after = world.chain.usdc_balance(bytes.fromhex(buyer.wallet.removeprefix("0x")))
     assert before - after == 2000
     # initialize, initialized, tools/list, tools/call: each worker answered, none with a session

@@ -84,7 +84,7 @@ def test_a_model_shaped_call_pays_each_demo_listing_in_the_sandbox(
     assert out["status"] == 200
     assert out["body"]["sandbox"] is True
     payment = out["payment"]
-    assert payment["network"] == "eip155:84532" and payment["settled"] is True
+    assert payment["network"] == "eip155:84532" and payment["sellerReportsSettled"] is True
     assert payment["transaction"].startswith("0x") and payment["nonce"].startswith("0x")
     if name == "translate_text":
         assert out["body"]["translatedText"] == "bonjour"

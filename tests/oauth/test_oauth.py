@@ -185,7 +185,7 @@ def test_sdk_client_signs_in_lists_tools_and_cannot_pay_yet(service: Service, us
     # The token reaches the payment path (the seller itself cannot be reached from here);
     # signing for an OAuth account is covered in tests/services/test_policy_enforcement.py.
     assert paid.is_error
-    assert "seller.example" in paid.content[0].text
+    assert "seller.example" in (paid.structured_content or {})["error"]["outboundDetail"]
     assert storage.tokens is not None and storage.tokens.refresh_token
     assert storage.client is not None
     assert storage.tokens.scope == f"{service.mcp_url}/access"

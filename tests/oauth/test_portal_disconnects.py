@@ -177,3 +177,54 @@ def test_a_code_not_yet_exchanged_is_dropped_by_an_authenticator_reset(
     exchanged = exchange(service, client, query["code"], verifier)
     assert exchanged.status_code == 400, exchanged.text
     assert exchanged.json()["error"] == "invalid_grant"
+
+
+def test_revoking_one_assistant_drops_its_grants_on_their_way(service: Service, user: User) -> None:
+    """The attack: the assistant the holder revokes on the Connect page also holds a code it
+    has not exchanged yet and a sign-in waiting at consent; either would connect it again
+    right after the revocation. Another assistant's code is not touched. (Each sign-in takes
+    a fresh authenticator code, 30 s later; the codes must still be young when exchanged.)"""
+    client, tokens = tokens_for(service, user)
+    other = register(service).json()
+    browser = Browser(service, user)
+    with _portal(service, user) as holder, httpx.Client(timeout=10) as assistant:
+        service.clock.advance(30)
+        login, page = browser.open_login(
+            assistant, authorization_url(service, client["client_id"], pkce()[1])
+        )
+        signed_in = browser.sign_in(assistant, login, page)
+        assert signed_in.status_code == 303
+        consent = service.url + signed_in.headers["location"]
+        held = assistant.get(consent)
+        assert held.status_code == 200
+        service.clock.advance(30)
+        verifier, challenge = pkce()
+        unexchanged = browser.authorize(authorization_url(service, client["client_id"], challenge))
+        service.clock.advance(30)
+        other_verifier, other_challenge = pkce()
+        others_code = browser.authorize(
+            authorization_url(service, other["client_id"], other_challenge)
+        )
+
+        connect = holder.get("/portal/connect")
+        sent = holder.post(
+            "/portal/connect/assistants",
+            data={"csrf": csrf_of(connect), "client": client["client_id"]},
+        )
+        revoked = redirected(holder, sent, "/portal/connect")
+        assert "Assistant revoked: 1 sign-in(s) ended." in revoked.text
+
+        approved = assistant.post(
+            consent.split("?")[0],
+            data={
+                "txn": hidden(held.text, "txn"),
+                "csrf": hidden(held.text, "csrf"),
+                "decision": "approve",
+            },
+        )
+        assert "code=" not in approved.headers.get("location", ""), approved.text
+    assert is_invalid_token(mcp_post(service, tokens["access_token"]))
+    exchanged = exchange(service, client, unexchanged["code"], verifier)
+    assert exchanged.status_code == 400, exchanged.text
+    assert exchanged.json()["error"] == "invalid_grant"
+    assert exchange(service, other, others_code["code"], other_verifier).status_code == 200

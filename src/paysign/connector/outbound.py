@@ -5,7 +5,8 @@ must be globally routable (no private, loopback, link-local, site-local, shared,
 multicast or unspecified address, and none of those wrapped in IPv6: ``policy.addresses`` is
 the one classifier), and the connection goes to that checked address — the name is not looked
 up a second time, so a DNS answer cannot change between the check and the connect (rebinding).
-Redirects are followed by hand, at most ``max_redirects`` hops, each hop checked the same way.
+Redirects are followed by hand, at most ``max_redirects`` hops, each hop checked the same way;
+a hop to another origin carries none of the caller's headers but three harmless ones.
 Responses are read up to ``max_response_bytes`` and the whole exchange has one deadline.
 
 ``allow_private`` (``PAYSIGN_CONNECTOR_ALLOW_PRIVATE=1``) turns the address check off, for tests
@@ -33,7 +34,10 @@ import httpx
 from paysign.policy.addresses import embedded_ipv4, is_public_address
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_PRIVATE = frozenset({"payment-signature", "x-payment", "authorization", "cookie"})
+#: The only headers carried to another origin on a redirect. Any other header the caller
+#: gave may be a credential for the first origin (a payment, a cookie, an API key under any
+#: name): none is passed on. These three only describe the request and what it wants back.
+_CROSS_ORIGIN_HEADERS = frozenset({"accept", "content-type", "x-sandbox-mode"})
 
 
 def _origin(url: str) -> tuple[str, str]:
@@ -42,12 +46,33 @@ def _origin(url: str) -> tuple[str, str]:
 
 
 class OutboundRefused(Exception):
-    """The connector will not make this call (address not allowed, too big, too slow...)."""
+    """The connector will not make this call (address not allowed, too big, too slow...).
+
+    ``detail`` may quote what a seller chose (a redirect's target, its server's protocol
+    error): it is for a field of its own, cut short; ``plain`` says the same in paysign's
+    words only.
+    """
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+    @property
+    def plain(self) -> str:
+        return _PLAIN_REASONS.get(self.reason, "the call could not be made")
+
+
+_PLAIN_REASONS = {
+    "network": "the connection failed or was cut off before the whole answer came",
+    "timeout": "no whole answer came in time",
+    "dns": "a host name could not be resolved",
+    "too-large": "the answer was larger than the connector reads",
+    "too-many-redirects": "there were too many redirects",
+    "private-address": "an address was private, loopback or otherwise not public",
+    "scheme": "a URL was not http or https",
+    "url": "a URL could not be called",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,15 +166,16 @@ class Outbound:
         *,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
+        timeout_seconds: float | None = None,
     ) -> FetchedResponse:
-        deadline = time.monotonic() + self.limits.timeout_seconds
+        """The answer to one request; ``timeout_seconds`` shortens the limits' deadline."""
+        seconds = min(timeout_seconds or self.limits.timeout_seconds, self.limits.timeout_seconds)
+        deadline = time.monotonic() + seconds
         try:
-            async with asyncio.timeout(self.limits.timeout_seconds):
+            async with asyncio.timeout(seconds):
                 return await self._request(method, url, headers or {}, content, deadline)
         except TimeoutError:
-            raise OutboundRefused(
-                "timeout", f"{url} did not answer within {self.limits.timeout_seconds:g} s"
-            ) from None
+            raise OutboundRefused("timeout", f"{url} did not answer within {seconds:g} s") from None
 
     async def _request(
         self,
@@ -184,9 +210,10 @@ class Outbound:
                     if response.status_code in REDIRECTS and "location" in response.headers:
                         previous, url = url, urljoin(url, response.headers["location"])
                         if _origin(previous) != _origin(url):
-                            # A payment or a credential is never carried to another origin.
                             headers = {
-                                k: v for k, v in headers.items() if k.lower() not in _PRIVATE
+                                k: v
+                                for k, v in headers.items()
+                                if k.lower() in _CROSS_ORIGIN_HEADERS
                             }
                         if response.status_code == 303 or (
                             response.status_code in (301, 302) and method != "GET"

@@ -55,7 +55,7 @@ from paysign.connector.builtin_tools import (
     wallet_status,
 )
 from paysign.connector.outbound import Outbound, OutboundLimits, OutboundRefused
-from paysign.connector.payment import ToolFailure, pay
+from paysign.connector.payment import ToolFailure, pay, seller_text
 from paysign.connector.tools import (
     PAY_X402,
     SEARCH_BAZAAR,
@@ -348,9 +348,11 @@ class Connector:
             return _tool_error(
                 ToolFailure(
                     f"outbound-{refused.reason}",
-                    f"The connector did not complete the call: {refused.detail}.",
+                    f"The connector did not complete the call: {refused.plain} "
+                    "(outboundDetail says more).",
                     "Nothing was paid unless a payment was reported. Check the URL or try "
                     "another seller.",
+                    outboundDetail=seller_text(refused.detail),
                 )
             )
 

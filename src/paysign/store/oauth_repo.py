@@ -326,12 +326,21 @@ def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
         .where(c.account_id == account_id, c.revoked_at.is_(None))
         .values(revoked_at=now)
     )
-    conn.execute(oauth_requests.delete().where(oauth_requests.c.account_id == account_id))
-    codes = oauth_codes.c
-    conn.execute(
-        oauth_codes.delete().where(codes.account_id == account_id, codes.used_at.is_(None))
-    )
+    _drop_grants_on_their_way(conn, account_id)
     return live
+
+
+def _drop_grants_on_their_way(conn: Connection, account_id: str, client_id: str = "") -> None:
+    """Delete the account's sign-ins waiting for consent and its codes not yet exchanged (of
+    the client ``client_id`` only, when given): each would mint a grant after a revocation."""
+    requests, codes = oauth_requests.c, oauth_codes.c
+    of_requests = [requests.account_id == account_id]
+    of_codes = [codes.account_id == account_id, codes.used_at.is_(None)]
+    if client_id:
+        of_requests.append(requests.client_id == client_id)
+        of_codes.append(codes.client_id == client_id)
+    conn.execute(oauth_requests.delete().where(*of_requests))
+    conn.execute(oauth_codes.delete().where(*of_codes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +390,9 @@ def connected_clients(conn: Connection, account_id: str, now: int) -> list[Conne
 
 def revoke_client_tokens(conn: Connection, account_id: str, client_id: str, now: int) -> int:
     """Revoke every token one client holds for the account (none of another account's, none of
-    another client's); returns how many live grants that disconnected."""
+    another client's), and its grants still on their way (a signed-in sign-in waiting for
+    consent, a code not yet exchanged), which would connect it again right after; returns how
+    many live grants that disconnected."""
     c = oauth_tokens.c
     live = conn.execute(
         sa.select(sa.func.count(sa.distinct(c.family))).where(
@@ -393,4 +404,5 @@ def revoke_client_tokens(conn: Connection, account_id: str, client_id: str, now:
         .where(c.account_id == account_id, c.client_id == client_id, c.revoked_at.is_(None))
         .values(revoked_at=now)
     )
+    _drop_grants_on_their_way(conn, account_id, client_id)
     return int(live)
