@@ -27,9 +27,27 @@ from paysign import metrics
 from paysign.http.problems import problem_response
 from paysign.services.keys import bearer_token
 
-#: Headers by which a proxy names the client it forwards (RFC 7239 and the common ones).
+#: Headers a proxy adds to what it forwards (RFC 7239 and the common ones): any of them says a
+#: request came through one. A proxy that sets only the scheme (``X-Forwarded-Proto``) or a
+#: CDN's own header is as much a proxy as one that names the client.
 FORWARDING_HEADERS = frozenset(
-    {b"forwarded", b"x-forwarded-for", b"x-forwarded-host", b"x-real-ip", b"x-client-ip"}
+    {
+        b"forwarded",
+        b"x-forwarded-for",
+        b"x-forwarded-host",
+        b"x-forwarded-proto",
+        b"x-forwarded-port",
+        b"x-forwarded-server",
+        b"x-forwarded-scheme",
+        b"x-original-forwarded-for",
+        b"x-real-ip",
+        b"x-client-ip",
+        b"x-cluster-client-ip",
+        b"true-client-ip",
+        b"cf-connecting-ip",
+        b"fastly-client-ip",
+        b"via",
+    }
 )
 
 
