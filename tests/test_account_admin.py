@@ -138,18 +138,27 @@ def test_a_disabled_accounts_key_is_refused_at_every_door_and_nothing_is_deleted
     assert unknown.returncode == 1 and "no account" in unknown.stderr
 
 
-def portal_sign_in(url: str, email: str, secret: str, *, step: int = 0) -> httpx.Response:
+def portal_sign_in(
+    url: str,
+    email: str,
+    secret: str,
+    *,
+    step: int = 0,
+    password: str = PASSWORD,
+    browser: httpx.Client | None = None,
+) -> httpx.Response:
     """``step``: the code of a later 30-second step (one step of drift is accepted), for a
-    second sign-in within the step the first one used up."""
-    with httpx.Client(base_url=url, timeout=10) as browser:
-        page = browser.get("/portal/sign-in")
+    second sign-in within the step the first one used up. ``browser`` keeps the session."""
+    with httpx.Client(base_url=url, timeout=10) as own:
+        client = browser or own
+        page = client.get(f"{url}/portal/sign-in")
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-        return browser.post(
-            "/portal/sign-in",
+        return client.post(
+            f"{url}/portal/sign-in",
             data={
                 "csrf": csrf,
                 "email": email,
-                "password": PASSWORD,
+                "password": password,
                 "totp": pyotp.TOTP(secret).at(time.time() + 30 * step),
             },
         )
@@ -176,3 +185,46 @@ def test_reset_authenticator_enrols_the_holder_again(env: dict[str, str], server
     ok_json(paysign(env, "admin", "disable-account", "--email", "lost@example.com"))
     refused = portal_sign_in(server, "lost@example.com", shown["totpSecret"], step=1)
     assert refused.status_code == 401 and "This account is disabled" in refused.text
+
+
+def test_reset_password_lets_a_holder_who_forgot_it_back_in_and_ends_their_sessions(
+    env: dict[str, str], server: str
+) -> None:
+    """Without it a forgotten password locked the holder out of the portal for good, and so out
+    of withdrawals, while the agent's key went on spending."""
+    email = "forgot@example.com"
+    created = ok_json(
+        paysign(env, "admin", "create-account", "--email", email, "--password", PASSWORD)
+    )
+    with httpx.Client(timeout=10) as browser:
+        assert portal_sign_in(server, email, created["totpSecret"], browser=browser).is_redirect
+        assert browser.get(f"{server}/portal/").status_code == 200
+
+        new_password = "a brand new passphrase"
+        reset = ok_json(
+            paysign(
+                env,
+                "admin",
+                "reset-password",
+                "--email",
+                email,
+                "--password-file",
+                "-",
+                stdin=new_password + "\n",
+            )
+        )
+        assert reset == {"email": email, "sessionsEnded": 1, "grantsRevoked": 0}
+        ended = browser.get(f"{server}/portal/")
+        assert ended.status_code == 303 and ended.headers["location"] == "/portal/sign-in"
+
+    old = portal_sign_in(server, email, created["totpSecret"], step=1)
+    assert old.status_code == 401
+    new = portal_sign_in(server, email, created["totpSecret"], step=1, password=new_password)
+    assert new.status_code == 303 and new.headers["location"] == "/portal/"
+
+    short = paysign(
+        env, "admin", "reset-password", "--email", email, "--password-file", "-", stdin="short\n"
+    )
+    assert short.returncode == 1 and "characters long" in short.stderr
+    no_terminal = paysign(env, "admin", "reset-password", "--email", email, stdin="")
+    assert no_terminal.returncode == 2 and "--password-file" in no_terminal.stderr

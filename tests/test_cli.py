@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import httpx
 import pytest
 
 from conftest import ServeProcess, ok_json, paysign, signature_body
+from paysign.store.database import Database
+from paysign.store.schema import accounts
 
 
 @pytest.fixture
@@ -219,3 +222,65 @@ def test_reconcile_without_rpc_releases_nothing(env: dict[str, str]) -> None:
         "released": 0,
         "interrupted": False,
     }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("admin", "set-policy", "--email", "op@example.com", "--file"),
+        ("catalog", "import"),
+    ],
+)
+def test_a_document_from_a_device_is_refused_unread(env: dict[str, str], command: tuple) -> None:
+    """/dev/zero was read until the memory ran out (2.7 GB, then a MemoryError traceback)."""
+    refused = paysign(env, *command, "/dev/zero")
+    assert refused.returncode == 1, refused.stderr
+    assert "not a regular file" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_document_too_large_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+    big = tmp_path / "policy.json"
+    big.write_bytes(b" " * (16 * 1024 * 1024 + 1))
+    refused = paysign(env, "admin", "set-policy", "--email", "op@example.com", "--file", str(big))
+    assert refused.returncode == 1 and "larger than 16 MiB" in refused.stderr
+
+
+def test_an_unreachable_database_is_one_line_not_a_traceback(env: dict[str, str]) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    gone = {**env, "PAYSIGN_DATABASE_URL": f"postgresql://paysign:s3cret@127.0.0.1:{port}/x"}
+    for command in (("admin", "list-accounts"), ("admin", "get-policy", "--email", "a@b.example")):
+        failed = paysign(gone, *command)
+        assert failed.returncode == 1
+        assert "Traceback" not in failed.stderr and "s3cret" not in failed.stderr
+        assert "the database is unavailable" in failed.stderr
+
+
+def test_list_accounts_never_sends_an_emails_control_characters_to_the_terminal(
+    env: dict[str, str],
+) -> None:
+    """An email made before invisible characters were refused: its escape sequence hid text or
+    moved the cursor in the operator's terminal."""
+    ok_json(
+        paysign(
+            env,
+            "admin",
+            "create-account",
+            "--email",
+            "old@example.com",
+            "--password",
+            "long enough pass",
+        )
+    )
+    served = env.get("PAYSIGN_DATABASE_URL", f"sqlite:///{env['PAYSIGN_DATA_DIR']}/paysign.db")
+    db = Database(served)
+    try:
+        with db.write() as conn:
+            conn.execute(accounts.update().values(email="\x1b[8mhidden\x1b[0m\u202e@example.com"))
+    finally:
+        db.dispose()
+    table = paysign(env, "admin", "list-accounts")
+    assert table.returncode == 0, table.stderr
+    assert "\x1b" not in table.stdout and "\u202e" not in table.stdout
+    assert "\\u001b[8mhidden\\u001b[0m\\u202e@example.com" in table.stdout

@@ -15,6 +15,7 @@ import pytest
 from conftest import ServeProcess, ok_json, paysign
 from paysign.chain.devchain import Devchain
 from paysign.chain.treasury import FileLock
+from paysign.datadir import DataDirExposed, make_private_file, secure_data_dir
 from paysign.store.database import Database
 from paysign.store.migrate import migrate
 
@@ -114,6 +115,59 @@ def test_a_data_dir_it_cannot_make_private_is_refused(
     assert not (data_dir / "devchain").exists() and not (data_dir / "master.key").exists()
     if foreign == "dir":
         assert stat.S_IMODE(data_dir.stat().st_mode) == 0o755  # another user's: left to them
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+@SQLITE_ONLY
+@pytest.mark.parametrize("planted", ["data dir", "database", "master key"])
+def test_another_users_private_path_is_refused(
+    env: dict[str, str], tmp_path: Path, planted: str
+) -> None:
+    """A local user who pre-creates the data directory (or a file in it) with a tight mode,
+    e.g. with a master key they know, must not get the wallets sealed under it."""
+    data_dir = tmp_path / "var"
+    data_dir.mkdir(mode=0o700)
+    known_key = "A" * 43 + "\n"
+    (data_dir / "master.key").write_text(known_key)
+    (data_dir / "master.key").chmod(0o600)
+    nobody = 65534
+    owned_by_nobody = {
+        "data dir": [data_dir, data_dir / "master.key"],
+        "database": [data_dir / "paysign.db"],
+        "master key": [data_dir / "master.key"],
+    }[planted]
+    if planted == "database":
+        (data_dir / "paysign.db").touch(mode=0o600)
+    for path in owned_by_nobody:
+        os.chown(path, nobody, nobody)
+
+    admin = paysign(
+        env, "admin", "create-account", "--email", "a@example.com", "--password", "p" * 12
+    )
+    assert admin.returncode == 1, admin.stdout
+    assert f"uid {nobody}" in admin.stderr and "Traceback" not in admin.stderr, admin.stderr
+    assert admin.stdout == ""
+    served = paysign(env, "serve", "--port", "0")
+    assert served.returncode != 0
+    assert f"uid {nobody}" in served.stderr and "Traceback" not in served.stderr, served.stderr
+    checked = paysign(env, "check")
+    assert checked.returncode != 0
+    assert "Traceback" not in checked.stderr, checked.stderr
+    assert (data_dir / "master.key").read_text() == known_key  # left for the operator to judge
+
+
+def test_a_private_data_dir_of_another_uid_is_refused_without_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same refusal seen from a service whose uid is not the directory's (no chown needed)."""
+    data_dir = tmp_path / "var"
+    data_dir.mkdir(mode=0o700)
+    (data_dir / "paysign.db").touch(mode=0o600)
+    monkeypatch.setattr(os, "geteuid", lambda: data_dir.stat().st_uid + 1)
+    with pytest.raises(DataDirExposed, match="belongs to uid"):
+        secure_data_dir(data_dir)
+    with pytest.raises(DataDirExposed, match="belongs to uid"):
+        make_private_file(data_dir / "paysign.db")
 
 
 def test_the_dev_chain_on_a_fresh_data_dir(tmp_path: Path) -> None:

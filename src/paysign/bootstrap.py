@@ -93,11 +93,21 @@ def existing_database(settings: Settings) -> Database | None:
     )
 
 
-def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
-    """Open the database (migrating it to the newest schema) and the key vault."""
+def build_runtime(
+    settings: Settings, *, clock: Clock | None = None, key_only_for_new_database: bool = False
+) -> Runtime:
+    """Open the database (migrating it to the newest schema) and the key vault.
+
+    ``key_only_for_new_database``: a missing master key file is created only when the database
+    did not exist (or had no schema) before: an operator command on a database the service
+    already uses must not make a second key (see ``open_vault``)."""
+    may_create_key = True
+    if key_only_for_new_database:
+        prepare_data_dir(settings)  # another user's data directory is refused before it is read
+        may_create_key = _holds_no_schema(settings)
     db = open_database(settings)
     # Fails closed (InvalidMasterKey, saying what to do) unless the key opens what is stored.
-    vault = open_vault(settings, db)
+    vault = open_vault(settings, db, may_create_key=may_create_key)
     return Runtime(
         settings,
         db,
@@ -108,3 +118,14 @@ def build_runtime(settings: Settings, *, clock: Clock | None = None) -> Runtime:
         mainnet_relay=MainnetRelay.from_settings(settings),
         live_usdc=LiveUsdc.from_settings(settings),
     )
+
+
+def _holds_no_schema(settings: Settings) -> bool:
+    """True when the configured database is missing or was never migrated."""
+    db = existing_database(settings)
+    if db is None:
+        return True
+    try:
+        return migration_status(db).current is None
+    finally:
+        db.dispose()

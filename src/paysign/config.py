@@ -179,6 +179,13 @@ class Settings(BaseSettings):
             networks.append(str(network.network_address) if single else str(network))
         return ",".join(networks)
 
+    @field_validator("master_key", "master_key_pkcs11", "previous_master_key_pkcs11")
+    @classmethod
+    def _blank_key_is_unset(cls, value: str | None) -> str | None:
+        # As for every other PAYSIGN_* setting, `NAME=` in an environment file means unset:
+        # here, the key file in data_dir (or no token) rather than a key of 0 bytes.
+        return value if value is None or value.strip() else None
+
     @field_validator("log_level")
     @classmethod
     def _known_log_level(cls, value: str) -> str:

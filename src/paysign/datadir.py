@@ -3,10 +3,11 @@
 umask (0022) would leave all of it readable by every local user.
 
 ``secure_data_dir`` makes a new directory private and tightens one the operator made looser,
-logging each change. What belongs to another user it cannot fix (``chmod`` is the owner's), and
-a directory it cannot make private is refused with :class:`DataDirExposed`, which says why and
-how to fix it. Symbolic links, sockets and other special files are left alone: a link's target
-is not ours to change, and sockets hold no data.
+logging each change. Anything in it owned by another user is refused with
+:class:`DataDirExposed`, whatever its mode: its owner can change the mode back, read it, or have
+planted it (a master key they know would seal every new wallet for them). Symbolic links,
+sockets and other special files are left alone: a link's target is not ours to change, and
+sockets hold no data.
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
@@ -67,9 +68,9 @@ def make_private_file(path: Path) -> None:
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     try:
         st = os.fstat(descriptor)
+        _refuse_unless_ours(path, st, path.parent)
         mode = stat.S_IMODE(st.st_mode)
         if mode & ~FILE_MODE:
-            _refuse_unless_ours(path, st, mode, path)
             os.fchmod(descriptor, mode & FILE_MODE)
             log.warning("data_file_tightened", path=str(path), was=f"{mode:04o}")
     finally:
@@ -87,23 +88,29 @@ def tighten_file(path: Path) -> None:
 
 
 def _tighten(path: Path, st: os.stat_result, wanted: int, data_dir: Path) -> None:
+    _refuse_unless_ours(path, st, data_dir)
     mode = stat.S_IMODE(st.st_mode)
     if not mode & ~wanted:
         return
-    _refuse_unless_ours(path, st, mode, data_dir)
     os.chmod(path, mode & wanted)
     log.warning("data_dir_tightened", path=str(path), was=f"{mode:04o}", now=f"{mode & wanted:04o}")
 
 
-def _refuse_unless_ours(path: Path, st: os.stat_result, mode: int, data_dir: Path) -> None:
-    # Only the owner may chmod; root could, but another user's files are theirs to decide on.
+def _refuse_unless_ours(path: Path, st: os.stat_result, data_dir: Path) -> None:
+    """Raise ``DataDirExposed`` unless ``st`` (of ``path``) belongs to the effective user.
+
+    Checked whatever the mode: a tight mode on another user's file proves nothing, since its
+    owner may change it at will, and a file someone else made may hold what they chose.
+    """
     uid = os.geteuid()
     if st.st_uid != uid:
         raise DataDirExposed(
-            f"{path} is open to other users (mode {mode:04o}) and belongs to uid {st.st_uid}, "
-            f"not to the service's user (uid {uid}), so it cannot be made private; the data "
-            f"directory holds wallet keys and the database. Fix it with: chown -R {uid} "
-            f"{data_dir} (or chmod 700 its directories and chmod 600 its files)"
+            f"{path} belongs to uid {st.st_uid}, not to the service's user (uid {uid}); "
+            f"nothing in the data directory may be owned by other users: its owner could read "
+            f"or replace the wallet keys and the database (a master key they planted would seal "
+            f"every new wallet under a key they know). If you made it, fix it with: "
+            f"chown -R {uid} {data_dir}; if you did not, remove it and let the service's user "
+            f"create the data directory afresh"
         )
 
 

@@ -55,7 +55,8 @@ def test_env_key_creates_no_file(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
-@pytest.mark.parametrize("length", [0, 16, 31, 33, 64])
+# Length 0 is an empty PAYSIGN_MASTER_KEY, which means unset (test_an_empty_env_key_...).
+@pytest.mark.parametrize("length", [16, 31, 33, 64])
 def test_env_key_of_the_wrong_length_is_refused_without_echoing_it(
     tmp_path: Path, length: int
 ) -> None:
@@ -136,6 +137,23 @@ def test_key_file_open_to_others_is_refused(tmp_path: Path, mode: int) -> None:
 
     key_file.chmod(0o600)
     assert load_master_key(make_settings(tmp_path)) == KEY
+
+
+def test_another_users_private_key_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 0600 key file planted by another user is not trusted: they know the key. Seen from a
+    service running as a uid other than the file's (works without root)."""
+    key_file = tmp_path / MASTER_KEY_FILENAME
+    key_file.write_text(KEY_TEXT)
+    key_file.chmod(0o600)
+    service_uid = key_file.stat().st_uid + 1
+    monkeypatch.setattr(os, "geteuid", lambda: service_uid)
+    with pytest.raises(MasterKeyFileExposed) as caught:
+        load_master_key(make_settings(tmp_path))
+    message = str(caught.value)
+    assert f"uid {service_uid}" in message and f"chown {service_uid} {key_file}" in message
+    assert KEY_TEXT not in message
 
 
 def test_key_file_with_junk_is_refused_without_echoing_it(tmp_path: Path) -> None:
@@ -238,3 +256,16 @@ def test_rotating_from_the_key_file_to_a_new_env_key(tmp_path: Path) -> None:
     after = vault_from_settings(make_settings(tmp_path, master_key=OTHER_KEY_TEXT))
     assert after.open("wallet:42", rotated) == b"wallet private key"
     assert isinstance(after, EnvelopeVault)
+
+
+def test_an_empty_env_key_means_the_key_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`PAYSIGN_MASTER_KEY=` as the example environment file ships it: unset, like every other
+    empty PAYSIGN_* value, not a key of 0 bytes."""
+    monkeypatch.setenv("PAYSIGN_MASTER_KEY", "")
+    monkeypatch.setenv("PAYSIGN_MASTER_KEY_PKCS11", " ")
+    settings = Settings(data_dir=tmp_path)
+    assert settings.master_key is None and settings.master_key_pkcs11 is None
+    key = load_master_key(settings)
+    assert (tmp_path / MASTER_KEY_FILENAME).exists() and len(key) == 32

@@ -49,10 +49,29 @@ def test_email_is_unique_case_insensitively(runtime: Runtime) -> None:
 
 @pytest.mark.parametrize(
     ("email", "password"),
-    [("not-an-email", "long enough pass"), ("a@b.c", "short"), ("a@example.com", "x" * 129)],
+    [
+        ("not-an-email", "long enough pass"),
+        ("a@b.c", "short"),
+        ("a@example.com", "x" * 129),
+        # Invisible characters: an escape sequence reached the operator's terminal; a
+        # zero-width space or a bidi override made an account that looks like another.
+        ("\x1b[8mhidden\x1b[0m@attacker.example", "long enough pass"),
+        ("you\u200b@example.com", "long enough pass"),
+        ("admin\u202e@example.com", "long enough pass"),
+        ("you@exa\u00admple.com", "long enough pass"),
+    ],
 )
 def test_refuses_bad_input_without_writing(runtime: Runtime, email: str, password: str) -> None:
     with pytest.raises(InvalidAccountInput):
         create(runtime, email=email, password=password)
     with runtime.db.read() as conn:
         assert conn.execute(accounts_table.select()).first() is None
+
+
+def test_an_email_composed_or_decomposed_is_one_account(runtime: Runtime) -> None:
+    """ "yöu" written with one character or with "o" and a combining mark was two accounts."""
+    composed, decomposed = "y\u00f6u@example.com", "yo\u0308u@example.com"
+    assert create(runtime, email=decomposed).email == composed
+    with pytest.raises(AccountAlreadyExists):
+        create(runtime, email=composed)
+    assert accounts.require_account(runtime.db, decomposed).email == composed

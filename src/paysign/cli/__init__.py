@@ -4,7 +4,7 @@
     paysign serve [--host H] [--port P] [--workers N]
     paysign demo [--host H] [--port P]
     paysign reconcile
-    paysign admin create-account --email E --password P
+    paysign admin create-account --email E [--password-file F]   (else asked for, hidden)
     paysign admin issue-key --email E [--expires-in-days N]
     paysign admin revoke-key --email E
     paysign admin get-policy --email E
@@ -16,6 +16,7 @@
     paysign admin list-accounts [--json]
     paysign admin disable-account --email E | enable-account --email E
     paysign admin reset-authenticator --email E
+    paysign admin reset-password --email E [--password-file FILE]
     paysign admin rotate-master-key
     paysign backup DEST | restore SRC
     paysign catalog import FILE [--prune] | remove NAME | list [--tier T] [--tag T] [--json]
@@ -107,7 +108,7 @@ def reconcile_command() -> None:
 # Registration: one line per command, grouped by the module that defines it.
 for command in POLICY_COMMANDS:
     admin.add_command(command)
-for command in ACCOUNT_COMMANDS:  # list, disable, enable, reset-authenticator
+for command in ACCOUNT_COMMANDS:  # list, disable, enable, reset-authenticator, reset-password
     admin.add_command(command)
 for command in CUSTODY_ADMIN_COMMANDS:  # rotate-master-key
     admin.add_command(command)

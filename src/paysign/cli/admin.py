@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from paysign.cli._common import emit, iso, run, runtime
+from paysign.cli.password_input import holder_password
 from paysign.services import accounts, activity, keys
 
 
@@ -15,13 +16,28 @@ def admin() -> None:
 
 @admin.command("create-account")
 @click.option("--email", required=True)
-@click.option("--password", required=True)
-def create_account(email: str, password: str) -> None:
-    """Create an account and its wallet; prints accountId, email, walletAddress, totpSecret."""
+@click.option(
+    "--password-file",
+    metavar="FILE",
+    help="Read the password from the first line of FILE (- reads standard input).",
+)
+@click.option(
+    "--password",
+    help="UNSAFE: the password on the command line, visible to every local user and kept in "
+    "shell history; prefer --password-file or the prompt.",
+)
+def create_account(email: str, password: str | None, password_file: str | None) -> None:
+    """Create an account and its wallet; prints accountId, email, walletAddress, totpSecret.
+
+    Without --password or --password-file, asks for the password (hidden, twice) in a terminal.
+    """
+    chosen_password = holder_password(password, password_file)
 
     def act() -> None:
         rt = runtime()
-        created = accounts.create_account(rt.db, rt.vault, rt.clock, email=email, password=password)
+        created = accounts.create_account(
+            rt.db, rt.vault, rt.clock, email=email, password=chosen_password
+        )
         emit(
             {
                 "accountId": created.account_id,

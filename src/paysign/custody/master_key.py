@@ -143,7 +143,18 @@ def _decode_key(text: str, *, source: str) -> bytes:
 def _read_key_file(path: Path) -> bytes:
     with path.open("rb") as file:
         # Checked on the open descriptor, so the file judged is the file read.
-        mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+        st = os.fstat(file.fileno())
+        uid = os.geteuid()
+        if st.st_uid != uid:
+            # Whatever its mode: its owner can read it, or planted it to know the key that
+            # seals every new wallet.
+            raise MasterKeyFileExposed(
+                f"{path} belongs to uid {st.st_uid}, not to the service's user (uid {uid}): "
+                "other users must not own the master key. If you made it, fix it with: "
+                f"chown {uid} {path}; if you did not, do not use it (a key someone else "
+                "chose opens every wallet sealed under it)"
+            )
+        mode = stat.S_IMODE(st.st_mode)
         if mode & 0o077:
             raise MasterKeyFileExposed(
                 f"{path} is accessible to other users (mode {mode:04o}); the master key must be "

@@ -10,11 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import structlog
 from starlette.responses import Response
 
 from paysign import errors
 from paysign.policy.decide import MAX_PENDING_SELLERS
 from paysign.services.availability import database_unavailable
+
+log = structlog.get_logger("paysign.http")
+
+#: The only detail a 500 ever carries: an internal error's own message can name contexts, key
+#: ids or rows (a sealed secret's wallet, the master key it needs) that are no business of the
+#: caller's, so it goes to the log instead.
+INTERNAL_ERROR_DETAIL = "the request failed inside paysign; nothing was signed"
 
 #: How long a client is asked to wait (``Retry-After``) when the database is unavailable.
 UNAVAILABLE_RETRY_AFTER_SECONDS = 5
@@ -302,11 +310,7 @@ def internal_error_response(problem_base: str, exc: BaseException | None = None)
             media_type="application/problem+json",
             headers=UNAVAILABLE_HEADERS,
         )
-    return problem_response(
-        problem_base,
-        "internal-error",
-        "the request failed inside paysign; nothing was signed",
-    )
+    return problem_response(problem_base, "internal-error", INTERNAL_ERROR_DETAIL)
 
 
 def unavailable_problem(problem_base: str) -> tuple[int, bytes]:
@@ -325,6 +329,22 @@ def unavailable_problem(problem_base: str) -> tuple[int, bytes]:
 def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, bytes]:
     """The status and ``application/problem+json`` body for a domain error."""
     kind = PROBLEM_TYPES.get(error.slug) or PROBLEM_TYPES["internal-error"]
+    if kind.slug == "internal-error":
+        # Domain errors' messages name no secret (their classes promise it), so the log may
+        # carry them; the caller gets nothing of them.
+        log.error(
+            "internal_error_answered",
+            error_type=type(error).__name__,
+            slug=error.slug,
+            reason=error.detail,
+        )
+        body: dict[str, Any] = {
+            "type": f"{problem_base}/{kind.slug}",
+            "title": kind.title,
+            "status": kind.status,
+            "detail": INTERNAL_ERROR_DETAIL,
+        }
+        return kind.status, orjson.dumps(body)
     body = {
         "type": f"{problem_base}/{kind.slug}",
         "title": kind.title,

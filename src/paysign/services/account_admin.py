@@ -1,5 +1,5 @@
 """What an operator does to accounts: list them, disable and enable them, and give a holder who
-lost their authenticator a new one.
+lost their authenticator a new one, or who forgot their password a new password.
 
 Disabling deletes nothing: the account's API keys and OAuth grants stay as they are and are
 refused while it is disabled (the signing path's key lookup and the token lookup check the
@@ -14,7 +14,12 @@ import pyotp
 
 from paysign.clock import Clock
 from paysign.custody import KeyVault
-from paysign.services.accounts import require_account, totp_context
+from paysign.services.accounts import (
+    hash_password,
+    require_account,
+    require_password_length,
+    totp_context,
+)
 from paysign.store import oauth_repo, portal_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
@@ -33,6 +38,13 @@ class Disabled:
 class AuthenticatorReset:
     email: str
     totp_secret: str  # base32; shown once, for the holder to enrol again
+    sessions_ended: int
+    grants_revoked: int
+
+
+@dataclass(frozen=True, slots=True)
+class PasswordReset:
+    email: str
     sessions_ended: int
     grants_revoked: int
 
@@ -71,3 +83,16 @@ def reset_authenticator(
         ended = portal_repo.delete_account_sessions(conn, account.id)
         revoked = oauth_repo.revoke_account_tokens(conn, account.id, clock.now())
     return AuthenticatorReset(account.email, secret, ended, revoked)
+
+
+def reset_password(db: Database, clock: Clock, *, email: str, password: str) -> PasswordReset:
+    """``password`` replaces the holder's; as for a change in the portal, every portal session
+    ends and every OAuth grant is revoked (whoever knew the old one may be signed in). The
+    authenticator stays: signing in still needs its code. Raises ``InvalidAccountInput``."""
+    require_password_length(password)
+    account = require_account(db, email)
+    with db.write() as conn:
+        portal_repo.set_password_hash(conn, account.id, hash_password(password))
+        ended = portal_repo.delete_account_sessions(conn, account.id)
+        revoked = oauth_repo.revoke_account_tokens(conn, account.id, clock.now())
+    return PasswordReset(account.email, ended, revoked)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
 
@@ -33,10 +34,23 @@ class CreatedAccount:
 
 
 def normalise_email(email: str) -> str:
-    email = email.strip().lower()
+    """The one spelling an account's email is stored and looked up in: trimmed, lower case,
+    composed (NFC), so "ö" typed as one character or as "o" and a combining mark is one
+    account."""
+    email = unicodedata.normalize("NFC", email.strip().lower())
     if len(email) > 320 or not _EMAIL.match(email):
         raise InvalidAccountInput(f"{email!r} is not an email address")
     return email
+
+
+def _require_visible(email: str) -> None:
+    """A new account's email holds no invisible character: a control or format character
+    (zero-width, bidi override, an escape sequence) makes two accounts look alike, and reaches
+    the operator's terminal in ``paysign admin list-accounts``."""
+    if not email.isprintable():
+        raise InvalidAccountInput(
+            f"{email!r} is not an email address: it holds an invisible or control character"
+        )
 
 
 def totp_context(account_id: str) -> str:
@@ -64,6 +78,7 @@ def create_account(
     db: Database, vault: KeyVault, clock: Clock, *, email: str, password: str
 ) -> CreatedAccount:
     email = normalise_email(email)
+    _require_visible(email)
     require_password_length(password)
     account_id = str(uuid.uuid4())
     wallet_id = str(uuid.uuid4())

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 
 from paysign.config import Settings
 from paysign.custody import (
+    MASTER_KEY_FILENAME,
     EnvelopeVault,
     InvalidMasterKey,
+    MasterKeyMissing,
     SealedSecret,
     SecretUnreadable,
     vault_from_settings,
@@ -53,11 +55,26 @@ def census(db: Database) -> Counter[str]:
     return total
 
 
-def open_vault(settings: Settings, db: Database) -> EnvelopeVault:
+def open_vault(settings: Settings, db: Database, *, may_create_key: bool = True) -> EnvelopeVault:
     """The configured vault, proven against the database: every stored secret is wrapped by a
-    key it holds, and one secret under each opens. Raises ``InvalidMasterKey`` with what to do."""
+    key it holds, and one secret under each opens. Raises ``InvalidMasterKey`` with what to do.
+
+    ``may_create_key=False``: no master key file is made even when nothing is sealed yet, for
+    an operator command on a database the service already uses, which may hold its key in
+    ``PAYSIGN_MASTER_KEY`` where this command cannot see it."""
     held = census(db)
-    vault = vault_from_settings(settings, create=not held)
+    try:
+        vault = vault_from_settings(settings, create=may_create_key and not held)
+    except MasterKeyMissing:
+        if held:
+            raise
+        raise MasterKeyMissing(
+            f"PAYSIGN_MASTER_KEY is unset and {settings.data_dir / MASTER_KEY_FILENAME} does not "
+            "exist, and this command does not create a master key for a database already in "
+            "use: a key made here would seal new wallets under a key the service does not have. "
+            "Run the command with the service's environment (its PAYSIGN_MASTER_KEY), or start "
+            "the service once to create the key file."
+        ) from None
     require_openable(db, vault, held)
     return vault
 
