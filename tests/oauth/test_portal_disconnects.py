@@ -115,6 +115,18 @@ def test_disconnect_every_assistant_on_demand(service: Service, user: User) -> N
     assert is_invalid_token(mcp_post(service, tokens["access_token"]))
 
 
+def _approve_held(browser: httpx.Client, consent: str, held: httpx.Response) -> httpx.Response:
+    """Approve on the consent page ``held`` open since before."""
+    return browser.post(
+        consent.split("?")[0],
+        data={
+            "txn": hidden(held.text, "txn"),
+            "csrf": hidden(held.text, "csrf"),
+            "decision": "approve",
+        },
+    )
+
+
 def _new_password(service: Service, user: User, browser: httpx.Client) -> httpx.Response:
     """The settings form changing the password, with a fresh code."""
     page = browser.get("/portal/settings")
@@ -151,14 +163,7 @@ def test_a_sign_in_waiting_at_consent_is_dropped_by_a_password_change(
         with _portal(service, user) as holder:
             assert _new_password(service, user, holder).status_code == 303
 
-        approved = attacker.post(
-            consent.split("?")[0],
-            data={
-                "txn": hidden(held.text, "txn"),
-                "csrf": hidden(held.text, "csrf"),
-                "decision": "approve",
-            },
-        )
+        approved = _approve_held(attacker, consent, held)
         assert "code=" not in approved.headers.get("location", ""), approved.text
         assert approved.status_code == 400, approved.text
 
@@ -214,14 +219,7 @@ def test_revoking_one_assistant_drops_its_grants_on_their_way(service: Service, 
         revoked = redirected(holder, sent, "/portal/connect")
         assert "Assistant revoked: 1 sign-in(s) ended." in revoked.text
 
-        approved = assistant.post(
-            consent.split("?")[0],
-            data={
-                "txn": hidden(held.text, "txn"),
-                "csrf": hidden(held.text, "csrf"),
-                "decision": "approve",
-            },
-        )
+        approved = _approve_held(assistant, consent, held)
         assert "code=" not in approved.headers.get("location", ""), approved.text
     assert is_invalid_token(mcp_post(service, tokens["access_token"]))
     exchanged = exchange(service, client, unexchanged["code"], verifier)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from paysign.cli._common import emit, iso, run, runtime
-from paysign.cli.password_input import holder_password
+from paysign.cli.password_input import holder_password, password_file_option
 from paysign.services import account_admin
 from paysign.services.portal_sign_in import authenticator_uri
 
@@ -116,11 +116,7 @@ def reset_authenticator(email: str) -> None:
 
 @click.command("reset-password")
 @click.option("--email", required=True)
-@click.option(
-    "--password-file",
-    metavar="FILE",
-    help="Read the new password from the first line of FILE (- reads standard input).",
-)
+@password_file_option
 def reset_password(email: str, password_file: str | None) -> None:
     """A new password for a holder who forgot theirs (asked for, hidden, twice, in a terminal);
     the account's sessions and OAuth grants end. The authenticator and API key stay."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from paysign.cli._common import emit, iso, run, runtime
-from paysign.cli.password_input import holder_password
+from paysign.cli.password_input import holder_password, password_file_option
 from paysign.services import accounts, activity, keys
 
 
@@ -16,11 +16,7 @@ def admin() -> None:
 
 @admin.command("create-account")
 @click.option("--email", required=True)
-@click.option(
-    "--password-file",
-    metavar="FILE",
-    help="Read the password from the first line of FILE (- reads standard input).",
-)
+@password_file_option
 @click.option(
     "--password",
     help="UNSAFE: the password on the command line, visible to every local user and kept in "

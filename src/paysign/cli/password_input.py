@@ -8,12 +8,25 @@ lands in shell history, so the safe forms are a file (``-``: standard input) or 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., object])
 
 # Far above any allowed password (services.accounts.MAX_PASSWORD_LENGTH): enough to read the
 # first line of a password file, never a whole device such as /dev/zero.
 _MAX_LINE_CHARS = 4096
+
+
+def password_file_option(command: F) -> F:
+    """The ``--password-file FILE`` option every command taking a holder's password has."""
+    return click.option(
+        "--password-file",
+        metavar="FILE",
+        help="Read the password from the first line of FILE (- reads standard input).",
+    )(command)
 
 
 def stdin_is_terminal() -> bool:
