@@ -491,6 +491,21 @@ def test_a_path_tomcat_reads_as_a_denied_one_is_refused(http, account, runtime) 
     assert post(http, account["api_key"], allowed).status_code == 200
 
 
+def test_a_denied_path_in_other_letter_case_is_refused(http, account, runtime) -> None:
+    """Many servers read /ADMIN as /admin: an agent capitalising a denied path was signed."""
+    _rules(runtime, account, allow=["api.example.com"], deny=["api.example.com/admin"])
+    spellings = ["https://api.example.com/ADMIN/users", "https://api.example.com/Admin"]
+    for count, seller_url in enumerate(spellings, 1):
+        response = post(http, account["api_key"], signature_body(seller_url=seller_url))
+        assert response.status_code == 403, (seller_url, response.text)
+        assert response.json()["type"].endswith("/seller-denied")
+        assert _recorded(runtime) == (0, count, 0)
+    # An allow rule covers its path in the case written, and no more.
+    _rules(runtime, account, allow=["shop.example.com/v1"])
+    other_case = signature_body(seller_url="https://shop.example.com/V1/quote")
+    assert post(http, account["api_key"], other_case).json()["type"].endswith("/allow-pending")
+
+
 def test_an_ipv6_spelling_of_a_denied_ipv4_address_is_refused(http, account, runtime) -> None:
     _rules(runtime, account, deny=["10.0.0.1"])
     for url in ("https://[::ffff:a00:1]/x", "https://[::10.0.0.1]:8443/x"):

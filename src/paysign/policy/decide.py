@@ -119,8 +119,8 @@ def decide(
     policy: PolicySettings, grants: Iterable[Grant], where: SellerLocation, tier: Tier
 ) -> Decision:
     """Judge one seller location. ``grants`` may hold unrelated rules: only matches count."""
-    matching = [g for g in grants if g.rule.matches(where)]
-    deny = _most_specific(g for g in matching if g.kind == "deny")
+    grants = tuple(grants)
+    deny = _most_specific(g for g in grants if g.kind == "deny" and g.rule.denies(where))
     if deny is not None:
         return Decision(
             Outcome.DENIED, f"{where} matches deny rule {deny.rule}", str(deny.rule), tier
@@ -133,11 +133,12 @@ def decide(
             f"ecosystems.{switch}",
             tier,
         )
-    allow = _most_specific(g for g in matching if g.kind == "allow")
+    allowing = [g for g in grants if g.kind == "allow" and g.rule.matches(where)]
+    allow = _most_specific(allowing)
     if allow is not None:
         budgets = tuple(
             sorted(
-                ((g.rule, g.budget) for g in matching if g.kind == "allow" and g.budget),
+                ((g.rule, g.budget) for g in allowing if g.budget),
                 key=lambda budget: str(budget[0]),
             )
         )

@@ -4,7 +4,10 @@ A host is matched exactly (case-insensitive, IDNA) or by a ``*.`` wildcard that 
 subdomain (not the apex). A rule without a port covers every port of its host — so a deny rule
 cannot be dodged on another port; a rule with a port covers that port only, except that ports
 80 and 443 are default ports and are dropped (``host:443`` is the rule ``host``). The path prefix
-matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v10``.
+matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v10``. A deny
+rule's path also covers its spellings in other letter case (``denies``): many servers read
+``/Admin`` as ``/admin``, and an agent must not get past a deny rule by capitalising. An allow
+rule covers its path in the case written, and no more.
 
     >>> rule = parse_rule("*.Example.org/v1/")
     >>> str(rule), rule.matches(seller_location("https://a.b.example.org/v1/quote?q=1"))
@@ -45,6 +48,18 @@ class Rule:
 
     def matches(self, location: SellerLocation) -> bool:
         return self._host_matches(location) and _path_has_prefix(location.path, self.path)
+
+    def denies(self, location: SellerLocation) -> bool:
+        """``matches``, the path compared in any letter case: how a deny rule is applied.
+
+        >>> rule = parse_rule("shop.example.com/admin")
+        >>> where = seller_location("https://shop.example.com/ADMIN/users")
+        >>> rule.matches(where), rule.denies(where)
+        (False, True)
+        """
+        return self._host_matches(location) and _path_has_prefix(
+            location.path.lower(), self.path.lower()
+        )
 
     def _host_matches(self, location: SellerLocation) -> bool:
         hostname, port = split_host_port(location.host)

@@ -52,9 +52,9 @@ class Preview:
     frozen: bool = False
 
 
-def examples(rule: Rule) -> list[Example]:
+def examples(rule: Rule, kind: Literal["allow", "deny"] = "allow") -> list[Example]:
     """Example URLs around the rule's edges (subdomains, longer and look-alike paths, ports,
-    spelling), each with the matcher's verdict.
+    spelling, letter case), each with the verdict of the rule as a ``kind`` rule.
 
     >>> [(e.url, e.matches) for e in examples(parse_rule("api.example.com/v1"))][:4]
     [('https://api.example.com/v1', True), ('https://api.api.example.com/v1', False), \
@@ -93,6 +93,9 @@ def examples(rule: Rule) -> list[Example]:
         candidates.append((f"https://{host}:8443{path}", "another port"))
     if named:
         candidates.append((f"https://{at.upper()}{path}", "capital letters in the host"))
+    if path.lower() != path.upper():
+        candidates.append((f"https://{at}{path.swapcase()}", "the path in other letter case"))
+    applies = rule.denies if kind == "deny" else rule.matches
     found: list[Example] = []
     for url, why in candidates:
         try:
@@ -100,7 +103,7 @@ def examples(rule: Rule) -> list[Example]:
         except ValueError:
             continue  # an edge this rule's host cannot have (e.g. a too-long name)
         if all(example.url != url for example in found):
-            found.append(Example(url, why, rule.matches(where)))
+            found.append(Example(url, why, applies(where)))
     return found
 
 
@@ -109,7 +112,7 @@ def _note(
 ) -> str:
     """What else decides this seller: a deny rule is applied before any allow rule."""
     if kind == "allow":
-        blocking = next((d for d in deny if d.matches(where)), None)
+        blocking = next((d for d in deny if d.denies(where)), None)
         if blocking is not None:
             return f"still refused: deny rule {blocking} comes first"
     else:
@@ -131,7 +134,8 @@ def preview(
         result.error = str(exc)
         return result
     result.rule = str(rule)
-    result.examples = examples(rule)
+    result.examples = examples(rule, kind)
+    applies = rule.denies if kind == "deny" else rule.matches
     needle = split_host_port(rule.host.removeprefix("*."))[0]
     with deps.db.read() as conn:
         document = policy_repo.load_document(conn, account_id)
@@ -146,7 +150,7 @@ def preview(
     sellers = [
         Match(str(where), _note(where, kind, allow, deny, pending))
         for where in (SellerLocation(host, path) for host, path in seen)
-        if rule.matches(where)
+        if applies(where)
     ]
     result.sellers, result.more_sellers = sellers[:SHOWN], max(len(sellers) - SHOWN, 0)
     matched: list[Match] = []
@@ -162,7 +166,7 @@ def preview(
             if segment is None:
                 break
             fixed.append(segment)
-        if rule.matches(SellerLocation(host, "/" + "/".join(fixed))):
+        if applies(SellerLocation(host, "/" + "/".join(fixed))):
             url = listing.url.rstrip("/") + listing.path
             # A listed seller is paid at most its price, to the catalog's payee, whatever
             # the rules say: the preview says so, as the signing path will hold it to that.
