@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network, resolve_network
-from paysign.protocol.terms import amount_member
 from paysign.protocol.untrusted import untrusted_json
 
 __all__ = [
@@ -166,6 +165,21 @@ def decode_payment_required(headers: Mapping[str, str], body: bytes) -> PaymentR
     if not isinstance(accepts, list) or not accepts:
         raise UnreadableTerms("the payment terms offer no payment option (accepts)")
     return PaymentRequired(int(version), document)
+
+
+def amount_member(option: Mapping[str, Any], version: int) -> str:
+    """The member of an ``accepts`` entry that holds its price, the one facilitators check:
+    ``amount`` in x402 v2; ``maxAmountRequired`` in v1, or ``amount`` where a v1 seller wrote
+    that instead.
+
+    >>> amount_member({"maxAmountRequired": "5", "amount": "1"}, 1)
+    'maxAmountRequired'
+    >>> amount_member({"maxAmountRequired": "5"}, 2)
+    'amount'
+    """
+    if version == 1 and option.get("maxAmountRequired") is not None:
+        return "maxAmountRequired"
+    return "amount"
 
 
 def _amount_of(option: dict[str, Any], version: int) -> int | None:

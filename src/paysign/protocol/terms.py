@@ -30,6 +30,7 @@ import orjson
 from paysign.errors import InvalidPaymentTerms, MalformedRequest, UnsupportedPaymentTerms
 from paysign.protocol.eip712 import checksum_address
 from paysign.protocol.networks import AssetRegistry, Network, UsdcToken, resolve_network
+from paysign.protocol.payment_required import amount_member
 
 MAX_SELLER_URL_LENGTH = 2048
 # Larger than any USDC balance can be (total supply is ~2**55 base units), and it keeps the
@@ -240,21 +241,6 @@ def _address_field(accepted: dict[str, Any], key: str) -> bytes:
     if not _HEX_ADDRESS.fullmatch(text):
         raise InvalidPaymentTerms(f"{_ACCEPTS0}/{key}", "must be 0x followed by 40 hex digits")
     return bytes.fromhex(text[2:])
-
-
-def amount_member(option: dict[str, Any], version: int) -> str:
-    """The member of an ``accepts`` entry that holds its price, the one facilitators check:
-    ``amount`` in x402 v2; ``maxAmountRequired`` in v1, or ``amount`` where a v1 seller wrote
-    that instead.
-
-    >>> amount_member({"maxAmountRequired": "5", "amount": "1"}, 1)
-    'maxAmountRequired'
-    >>> amount_member({"maxAmountRequired": "5"}, 2)
-    'amount'
-    """
-    if version == 1 and option.get("maxAmountRequired") is not None:
-        return "maxAmountRequired"
-    return "amount"
 
 
 def _amount(accepted: dict[str, Any], version: int) -> int:
