@@ -93,3 +93,36 @@ def test_the_command_line_password_still_works_for_scripts(
     args = ("admin", "create-account", "--email", "argv@example.com", "--password", PASSWORD)
     ok_json(paysign(env, *args))
     assert password_works(tmp_path / "var", "argv@example.com", PASSWORD)
+
+
+@SQLITE_ONLY
+def test_a_password_given_twice_or_too_long_a_line_is_refused_and_creates_nothing(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    both = paysign(
+        env,
+        "admin",
+        "create-account",
+        "--email",
+        "both@example.com",
+        "--password",
+        PASSWORD,
+        "--password-file",
+        "-",
+        stdin=PASSWORD + "\n",
+    )
+    assert both.returncode == 2 and "not both" in both.stderr
+    endless = tmp_path / "endless"
+    endless.write_text("x" * 5000)  # a file with no line break, such as a device's output
+    long = paysign(
+        env,
+        "admin",
+        "create-account",
+        "--email",
+        "long@example.com",
+        "--password-file",
+        str(endless),
+    )
+    assert long.returncode == 2 and "over 4096" in long.stderr
+    listed = ok_json(paysign(env, "admin", "list-accounts", "--json"))
+    assert listed["accounts"] == []

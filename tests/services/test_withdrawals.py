@@ -296,7 +296,7 @@ def test_withdrawals_per_account_a_day_are_limited_before_a_code_is_spent(
         withdrawals.withdraw(
             limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code
         )
-    assert "2 withdrawals in the last 24 hours" in str(refused.value)
+    assert "2 withdrawals within 24 hours of the first" in str(refused.value)
     assert chain.usdc_balance(wallet) == before and len(_rows(chained_runtime)) == 2
     limited.credentials.fresh_code(holder.account_id, code)  # the refused form spent no code
     clock: FrozenClock = chained_runtime.clock  # type: ignore[assignment]

@@ -1,4 +1,5 @@
-"""Where ``paysign admin create-account`` reads the holder's password from.
+"""Where ``paysign admin create-account`` and ``reset-password`` read the holder's password
+from.
 
 A password on the command line is readable by every local user (``/proc/<pid>/cmdline``) and
 lands in shell history, so the safe forms are a file (``-``: standard input) or a hidden prompt;

@@ -329,6 +329,7 @@ def unavailable_problem(problem_base: str) -> tuple[int, bytes]:
 def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, bytes]:
     """The status and ``application/problem+json`` body for a domain error."""
     kind = PROBLEM_TYPES.get(error.slug) or PROBLEM_TYPES["internal-error"]
+    detail, extensions = error.detail, error.extensions
     if kind.slug == "internal-error":
         # Domain errors' messages name no secret (their classes promise it), so the log may
         # carry them; the caller gets nothing of them.
@@ -336,21 +337,15 @@ def problem_body(problem_base: str, error: errors.PaysignError) -> tuple[int, by
             "internal_error_answered",
             error_type=type(error).__name__,
             slug=error.slug,
-            reason=error.detail,
+            reason=detail,
         )
-        body: dict[str, Any] = {
-            "type": f"{problem_base}/{kind.slug}",
-            "title": kind.title,
-            "status": kind.status,
-            "detail": INTERNAL_ERROR_DETAIL,
-        }
-        return kind.status, orjson.dumps(body)
+        detail, extensions = INTERNAL_ERROR_DETAIL, {}
     body = {
         "type": f"{problem_base}/{kind.slug}",
         "title": kind.title,
         "status": kind.status,
-        "detail": error.detail,
-        **error.extensions,
+        "detail": detail,
+        **extensions,
     }
     return kind.status, orjson.dumps(body)
 

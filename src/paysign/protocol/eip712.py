@@ -128,6 +128,22 @@ def checksum_address(address: bytes) -> str:
     )
 
 
+def wrong_checksum(text: str, address: bytes) -> bool:
+    """Whether ``text``, ``0x`` and the 40 hex digits of ``address``, is in mixed case (an
+    EIP-55 checksum) but not the right one: a mistyped address. All lower or all upper case
+    carries no checksum to check.
+
+    >>> address = bytes.fromhex("036cbd53842c5426634e7929541ec2318f3dcf7e")
+    >>> wrong_checksum("0x036CbD53842c5426634e7929541eC2318f3dCF7e", address)
+    False
+    >>> wrong_checksum("0x036CbD53842c5426634e7929541eC2318f3dCF7E", address)
+    True
+    """
+    digits = text[2:]
+    mixed = digits != digits.lower() and digits != digits.upper()
+    return mixed and checksum_address(address) != text
+
+
 def _to_ethereum_signature(recoverable: bytes) -> bytes:
     # coincurve returns r || s || recid (0/1); USDC and the TS facilitator need v = 27/28.
     # libsecp256k1 signs with RFC 6979 nonces and always emits low-s, as USDC requires.

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from paysign.errors import InvalidPaymentTerms, MalformedRequest, UnsupportedPaymentTerms
-from paysign.protocol.eip712 import checksum_address
+from paysign.protocol.eip712 import wrong_checksum
 from paysign.protocol.networks import AssetRegistry, Network, UsdcToken, resolve_network
 from paysign.protocol.payment_required import amount_member
 
@@ -269,10 +269,7 @@ def _pay_to(accepted: dict[str, Any]) -> bytes:
     address = _address_field(accepted, "payTo")
     if address == _ZERO_ADDRESS:
         raise InvalidPaymentTerms(pointer, "is the zero address, which USDC cannot pay")
-    text: str = accepted["payTo"]
-    digits = text[2:]
-    # Mixed case is an EIP-55 checksum: a wrong one is a mistyped address, not the seller's.
-    if digits != digits.lower() and digits != digits.upper() and checksum_address(address) != text:
+    if wrong_checksum(accepted["payTo"], address):
         raise InvalidPaymentTerms(
             pointer, "has a wrong EIP-55 checksum (its letter case): the address was mistyped"
         )

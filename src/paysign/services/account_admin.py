@@ -20,7 +20,7 @@ from paysign.services.accounts import (
     require_password_length,
     totp_context,
 )
-from paysign.store import oauth_repo, portal_repo
+from paysign.store import assistant_grants_repo, portal_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
 
@@ -81,7 +81,7 @@ def reset_authenticator(
     with db.write() as conn:
         portal_repo.set_sealed_totp_secret(conn, account.id, sealed)
         ended = portal_repo.delete_account_sessions(conn, account.id)
-        revoked = oauth_repo.revoke_account_tokens(conn, account.id, clock.now())
+        revoked = assistant_grants_repo.revoke_account_tokens(conn, account.id, clock.now())
     return AuthenticatorReset(account.email, secret, ended, revoked)
 
 
@@ -94,5 +94,5 @@ def reset_password(db: Database, clock: Clock, *, email: str, password: str) -> 
     with db.write() as conn:
         portal_repo.set_password_hash(conn, account.id, hash_password(password))
         ended = portal_repo.delete_account_sessions(conn, account.id)
-        revoked = oauth_repo.revoke_account_tokens(conn, account.id, clock.now())
+        revoked = assistant_grants_repo.revoke_account_tokens(conn, account.id, clock.now())
     return PasswordReset(account.email, ended, revoked)

@@ -15,7 +15,7 @@ from paysign.services.portal_deps import PortalDeps
 from paysign.services.portal_sign_in import authenticator_uri
 from paysign.services.sessions import Session, digest
 from paysign.services.sign_in import CredentialsRefused, matching_step
-from paysign.store import oauth_repo, portal_repo, sign_in_repo
+from paysign.store import assistant_grants_repo, portal_repo, sign_in_repo
 
 AUTHENTICATOR_RESET_TTL = 600
 RESET_EXPIRED = "This authenticator reset has expired. Start again; nothing was changed."
@@ -111,7 +111,7 @@ def _sign_out_everywhere_else(deps: PortalDeps, conn: Connection, session: Sessi
     account_id = _signed_in(session)
     return SignedOut(
         portal_repo.delete_account_sessions(conn, account_id, keep=digest(session.id)),
-        oauth_repo.revoke_account_tokens(conn, account_id, deps.clock.now()),
+        assistant_grants_repo.revoke_account_tokens(conn, account_id, deps.clock.now()),
     )
 
 
@@ -124,7 +124,7 @@ def end_other_sessions(deps: PortalDeps, session: Session) -> int:
 
 def connected_assistants(deps: PortalDeps, account_id: str) -> int:
     with deps.db.read() as conn:
-        return oauth_repo.connected_assistants(conn, account_id, deps.clock.now())
+        return assistant_grants_repo.connected_assistants(conn, account_id, deps.clock.now())
 
 
 def disconnect_assistants(deps: PortalDeps, account_id: str, client_id: str = "") -> int:
@@ -134,5 +134,5 @@ def disconnect_assistants(deps: PortalDeps, account_id: str, client_id: str = ""
     now = deps.clock.now()
     with deps.db.write() as conn:
         if client_id:
-            return oauth_repo.revoke_client_tokens(conn, account_id, client_id, now)
-        return oauth_repo.revoke_account_tokens(conn, account_id, now)
+            return assistant_grants_repo.revoke_client_tokens(conn, account_id, client_id, now)
+        return assistant_grants_repo.revoke_account_tokens(conn, account_id, now)

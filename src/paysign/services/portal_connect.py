@@ -10,7 +10,7 @@ import orjson
 
 from paysign.services.portal_deps import PortalDeps
 from paysign.services.portal_overview import active_key
-from paysign.store import oauth_repo, portal_repo
+from paysign.store import assistant_grants_repo, portal_repo
 from paysign.store.portal_repo import KeyRow
 
 #: A client names itself at registration, which is open to anyone: its name is shown as text,
@@ -36,7 +36,7 @@ class Connection:
     assistants: list[ConnectedAssistant]
 
 
-def _name(client: oauth_repo.ConnectedClient) -> str:
+def _name(client: assistant_grants_repo.ConnectedClient) -> str:
     try:
         metadata = orjson.loads(client.metadata)
     except orjson.JSONDecodeError:
@@ -52,7 +52,7 @@ def connection(deps: PortalDeps, account_id: str) -> Connection:
     now = deps.clock.now()
     with deps.db.read() as conn:
         keys = portal_repo.keys_of(conn, account_id)
-        clients = oauth_repo.connected_clients(conn, account_id, now)
+        clients = assistant_grants_repo.connected_clients(conn, account_id, now)
     assistants = [
         ConnectedAssistant(c.client_id, _name(c), c.grants, c.expires_at) for c in clients
     ]

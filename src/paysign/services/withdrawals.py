@@ -34,6 +34,7 @@ from paysign.protocol import (
     parse_address,
     transfer_authorization_digest,
 )
+from paysign.protocol.eip712 import wrong_checksum
 from paysign.protocol.usdc import format_usdc, parse_typed_usdc
 from paysign.services.accounts import wallet_context
 from paysign.services.portal_deps import PortalDeps
@@ -100,8 +101,9 @@ def withdraw(
         counted, _ = sign_in_repo.count_event(conn, counter, deps.clock.now(), DAY)
     if counted > deps.withdrawals_per_day:
         raise WithdrawalRefused(
-            f"this account has sent {deps.withdrawals_per_day} withdrawals in the last 24 "
-            "hours, the most it may; send the next one tomorrow, or fewer, larger ones",
+            f"this account has sent {deps.withdrawals_per_day} withdrawals within 24 hours of "
+            "the first of them, the most it may; send the next one when those 24 hours are "
+            "over, or fewer, larger ones",
             pointer="/amount",
         )
     try:
@@ -198,8 +200,7 @@ def parse_destination(text: str) -> bytes:
         raise WithdrawalRefused(
             "enter the address as 0x followed by 40 hexadecimal digits", pointer="/to"
         ) from None
-    body = text[2:]
-    if body != body.lower() and body != body.upper() and checksum_address(address) != text:
+    if wrong_checksum(text, address):
         raise WithdrawalRefused(
             "the address's checksum does not match (a mistyped character?)",
             pointer="/to",
