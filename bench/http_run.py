@@ -22,7 +22,7 @@ from bench.sequential import (
     verify,
 )
 from bench.servers import Target, start_ceiling, start_paysign
-from bench.summary import Measured, multi_name, summary_markdown
+from bench.summary import Measured, many_name, multi_name, summary_markdown
 
 
 @dataclass
@@ -39,13 +39,20 @@ class HttpRun:
 
 
 def _start_targets(
-    args: argparse.Namespace, workdir: Path, stack: contextlib.ExitStack[bool | None]
+    args: argparse.Namespace,
+    workdir: Path,
+    stack: contextlib.ExitStack[bool | None],
+    loadgen: str,
 ) -> list[Target]:
-    """Our servers: SQLite first (the other rows' reference), then PostgreSQL, then N processes."""
+    """Our servers: SQLite first (the other rows' reference), then PostgreSQL, then N
+    processes, then each database with the load over many accounts."""
     multi = args.workers > 1
+    # Against the load from one account: the rows over many say what many payers cost.
+    over_many = args.accounts == 1 and args.many_accounts > 1 and loadgen == "wrk"
+    many = args.many_accounts if over_many else 0
     schemas: list[str] = []
     if args.postgres:  # first: an unreachable database stops the run before any server starts
-        count = 2 if multi else 1
+        count = 1 + multi + bool(many)
         schemas = [stack.enter_context(postgres_schema(args.postgres_url)) for _ in range(count)]
         stack.callback(stop_all)  # runs before the schemas are dropped
     log("starting paysign (SQLite)")
@@ -68,6 +75,13 @@ def _start_targets(
         url = sqlalchemy_url(args.postgres_url, schemas[1])
         name = multi_name("postgres", args.workers)
         targets.append(start_paysign(name, workdir, url, workers=args.workers, accounts=n))
+    if many:
+        log(f"starting paysign (SQLite, the load over {many} accounts)")
+        targets.append(start_paysign(many_name("sqlite", many), workdir, None, accounts=many))
+    if many and schemas:
+        log(f"starting paysign (PostgreSQL, the load over {many} accounts, schema {schemas[-1]})")
+        url = sqlalchemy_url(args.postgres_url, schemas[-1])
+        targets.append(start_paysign(many_name("postgres", many), workdir, url, accounts=many))
     return targets
 
 
@@ -80,7 +94,7 @@ def measure_http(args: argparse.Namespace, workdir: Path) -> HttpRun:
     body_file.write_bytes(body)
 
     with contextlib.ExitStack() as stack:
-        targets = _start_targets(args, workdir, stack)
+        targets = _start_targets(args, workdir, stack, loadgen)
         sizes = {t.name: verify(t, body) for t in targets}
         log(f"verified: 200 with a paymentSignatureHeader ({sizes['sqlite']}-byte answers)")
         ceiling = start_ceiling(workdir, sizes["sqlite"])
@@ -151,7 +165,7 @@ def report_run(
         f"\n### Summary ({args.connections} connections, median of {args.rounds} rounds; "
         "live payments on Base mainnet terms)\n"
     )
-    print(summary_markdown(measured(run), args.workers, args.connections))
+    print(summary_markdown(measured(run), args.workers, args.connections, args.many_accounts))
     print(in_process_text, end="")
     report_http(run.targets, run.ceiling, run.loadgen_desc, args)
     report_sequential(run.seq, run.httpx_p50, by, args.sequential)

@@ -35,6 +35,8 @@ def server_label(name: str, ours: str) -> str:
         return f"{ours}, SQLite, signing on the event loop (`PAYSIGN_SIGNER_PROCESS=false`)"
     database, _, workers = name.partition("-")
     where = {"sqlite": "SQLite (embedded default)", "postgres": "PostgreSQL"}[database]
+    if workers.endswith("-accounts"):
+        return f"{ours}, {where}, the load over {workers.split('-')[0]} accounts"
     if workers:
         return f"{ours}, {where}, `paysign serve --workers {workers}`"
     return f"{ours}, {where}"
@@ -119,9 +121,15 @@ def report_http(
             )
     for note in POLICY_NOTE:
         print(f"\nOur endpoint ran with the {note}.")
-    accounts = max((len(t.load_keys) for t in targets), default=1)
+    accounts = len(targets[0].load_keys) if targets else 1
     if accounts > 1:
         print(f"\nThe load paid from {accounts} accounts, each request the next one's key.")
+    many = max((len(t.load_keys) for t in targets), default=1)
+    if many > accounts:
+        print(
+            f"\nThe rows over {many} accounts paid from each in turn, each request the next "
+            "one's key: a batch's requests come from different payers, as in production."
+        )
 
 
 def report_sequential(

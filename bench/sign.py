@@ -84,8 +84,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--accounts",
         type=int,
         default=1,
-        help="accounts the HTTP load pays from, each request the next one's key (1: every "
-        "request locks the same account's spend windows, the worst case; wrk only)",
+        help="accounts the HTTP load pays from, each request the next one's key (1: a batch "
+        "reads one holder, opens one key and reserves in one account's windows, the best case "
+        "for group commit; wrk only)",
+    )
+    p.add_argument(
+        "--many-accounts",
+        type=int,
+        default=16,
+        help="also run one `serve` on each database with the load spread over this many "
+        "accounts, as in production, where a batch's requests come from different payers "
+        "(default 16; 1 skips them; with --accounts 1 and wrk only)",
     )
     p.add_argument(
         "--multi-sqlite",

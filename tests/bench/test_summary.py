@@ -133,3 +133,32 @@ def test_the_markdown_has_the_three_tables(summary: ModuleType) -> None:
     assert f"PostgreSQL adds 2.00{X} what SQLite adds to a lone request." in text
     assert f"| two `serve` processes on one PostgreSQL ≥ 1.1{X} one | 1.10{X} | ✅ |" in text
     assert "❌" not in text
+
+
+def test_the_load_over_many_accounts_is_a_row_and_a_p99_check_of_its_own(
+    summary: ModuleType,
+) -> None:
+    many = {
+        "sqlite-16-accounts": summary.Measured(6_200, 9_000, 700),
+        "postgres-16-accounts": summary.Measured(5_400, 10_100, 1_100),
+    }
+    runs = _runs(summary, **many)
+    rows = [(r.label, r.rps, r.share, r.p99) for r in summary.summary_rows(runs, 2, 16)]
+    assert rows[2] == (
+        "paysign, SQLite, the load over 16 accounts",
+        "6.2k",
+        f"0.67{X} one account",
+        "9.0 ms",
+    )
+    assert rows[4] == (
+        "paysign, PostgreSQL, the load over 16 accounts",
+        "5.4k",
+        f"0.81{X} one account",
+        "10.1 ms",
+    )
+    verdicts = {c.goal: c.ok for c in summary.goal_checks(runs, 2, 32, 16)}
+    failed = [goal for goal, ok in verdicts.items() if not ok]
+    assert failed == ["p99 ≤ 10.0 ms at 32 connections, the load over 16 accounts"]
+    # Without the count, the rows over many accounts are not the summary's.
+    assert len(summary.summary_rows(runs, 2)) == 4
+    assert all(_verdicts(summary, runs).values())
