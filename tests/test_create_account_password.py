@@ -4,6 +4,7 @@ prompt. Real processes, real files, real SQLite."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,13 @@ def password_works(data_dir: Path, email: str, password: str) -> bool:
     return verify_password(account, password)
 
 
+def create_account(
+    env: dict[str, str], email: str, *password_args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``paysign admin create-account --email EMAIL PASSWORD_ARGS...``, as a process."""
+    return paysign(env, "admin", "create-account", "--email", email, *password_args, stdin=stdin)
+
+
 @SQLITE_ONLY
 def test_password_from_a_file_keeps_it_off_the_command_line(
     env: dict[str, str], tmp_path: Path
@@ -47,15 +55,8 @@ def test_password_from_a_file_keeps_it_off_the_command_line(
 def test_password_from_standard_input_is_its_first_line(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    created = paysign(
-        env,
-        "admin",
-        "create-account",
-        "--email",
-        "stdin@example.com",
-        "--password-file",
-        "-",
-        stdin=PASSWORD + "\nignored second line\n",
+    created = create_account(
+        env, "stdin@example.com", "--password-file", "-", stdin=PASSWORD + "\nignored line\n"
     )
     ok_json(created)
     assert password_works(tmp_path / "var", "stdin@example.com", PASSWORD)
@@ -99,11 +100,8 @@ def test_the_command_line_password_still_works_for_scripts(
 def test_a_password_given_twice_or_too_long_a_line_is_refused_and_creates_nothing(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    both = paysign(
+    both = create_account(
         env,
-        "admin",
-        "create-account",
-        "--email",
         "both@example.com",
         "--password",
         PASSWORD,
@@ -114,15 +112,7 @@ def test_a_password_given_twice_or_too_long_a_line_is_refused_and_creates_nothin
     assert both.returncode == 2 and "not both" in both.stderr
     endless = tmp_path / "endless"
     endless.write_text("x" * 5000)  # a file with no line break, such as a device's output
-    long = paysign(
-        env,
-        "admin",
-        "create-account",
-        "--email",
-        "long@example.com",
-        "--password-file",
-        str(endless),
-    )
+    long = create_account(env, "long@example.com", "--password-file", str(endless))
     assert long.returncode == 2 and "over 4096" in long.stderr
     listed = ok_json(paysign(env, "admin", "list-accounts", "--json"))
     assert listed["accounts"] == []

@@ -21,9 +21,9 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import orjson
-from eth_utils.address import to_checksum_address
 
 from paysign.errors import InvalidPolicy
+from paysign.protocol.eip712 import checksum_address, wrong_checksum
 
 #: Addresses per list: they travel with every signing request's policy row.
 MAX_PAYEES_PER_LIST = 1_000
@@ -53,12 +53,8 @@ class PayeeRules:
 NO_PAYEE_RULES = PayeeRules()
 
 
-def checksummed(address: bytes) -> str:
-    return str(to_checksum_address(address))
-
-
 def _rendered(addresses: frozenset[bytes]) -> list[str]:
-    return [checksummed(a) for a in sorted(addresses)]
+    return [checksum_address(a) for a in sorted(addresses)]
 
 
 def parse_payee_rules(value: object, pointer: str) -> PayeeRules:
@@ -73,7 +69,7 @@ def parse_payee_rules(value: object, pointer: str) -> PayeeRules:
     deny = _addresses(value.get("deny", []), f"{pointer}/deny")
     both = sorted(allow & deny)
     if both:
-        shown = checksummed(both[0])
+        shown = checksum_address(both[0])
         raise InvalidPolicy(f"{pointer}/allow", f"{shown} is on both the allow and the deny list")
     return PayeeRules(allow, deny)
 
@@ -95,8 +91,7 @@ def _address(text: object, pointer: str) -> bytes:
         raise InvalidPolicy(pointer, "must be a 0x-prefixed 20-byte hex address") from None
     if len(address) != 20:
         raise InvalidPolicy(pointer, "must be a 0x-prefixed 20-byte hex address")
-    digits = text[2:]
-    if digits != digits.lower() and digits != digits.upper() and checksummed(address) != text:
+    if wrong_checksum(text, address):
         raise InvalidPolicy(
             pointer, f"has a wrong EIP-55 checksum (mistyped?); write it as {text.lower()}"
         )

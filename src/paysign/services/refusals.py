@@ -19,9 +19,8 @@ from paysign.errors import (
 from paysign.policy.caps import iso
 from paysign.policy.decide import MAX_PENDING_SELLERS, Decision, Outcome
 from paysign.policy.listed_terms import ListingBreach
-from paysign.policy.payees import checksummed
 from paysign.policy.seller import SellerLocation
-from paysign.protocol import PaymentTerms
+from paysign.protocol import PaymentTerms, checksum_address
 from paysign.protocol.usdc import format_usdc
 from paysign.store.pending_queue import PendingEntry
 from paysign.store.signing_store import SigningTransaction
@@ -112,7 +111,7 @@ def cap_refusal(
 def payee_refusal(
     refused_by: Literal["allow", "deny"], seller: SellerLocation, terms: PaymentTerms
 ) -> PayeeDenied:
-    pay_to = checksummed(terms.pay_to)
+    pay_to = checksum_address(terms.pay_to)
     why = (
         "it is on the account's payee deny list"
         if refused_by == "deny"

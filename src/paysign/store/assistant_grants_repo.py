@@ -15,11 +15,7 @@ from paysign.store.schema import oauth_clients, oauth_codes, oauth_requests, oau
 def connected_assistants(conn: Connection, account_id: str, now: int) -> int:
     """How many grants (token families) of the account can still get an access token: a live
     refresh token, unrotated and unrevoked."""
-    c = oauth_tokens.c
-    statement = sa.select(sa.func.count(sa.distinct(c.family))).where(
-        *_live_refresh_tokens(account_id, now)
-    )
-    return int(conn.execute(statement).scalar_one())
+    return _live_grants(conn, account_id, now)
 
 
 def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
@@ -27,14 +23,39 @@ def revoke_account_tokens(conn: Connection, account_id: str, now: int) -> int:
     on request), and every grant still on its way: a sign-in waiting for consent and a code
     not yet exchanged, made with the credential being replaced. Returns how many live grants
     that disconnected."""
-    live = connected_assistants(conn, account_id, now)
+    return _revoke(conn, account_id, now)
+
+
+def revoke_client_tokens(conn: Connection, account_id: str, client_id: str, now: int) -> int:
+    """Revoke every token one client holds for the account (none of another account's, none of
+    another client's), and its grants still on their way (a signed-in sign-in waiting for
+    consent, a code not yet exchanged), which would connect it again right after; returns how
+    many live grants that disconnected."""
+    return _revoke(conn, account_id, now, client_id)
+
+
+def _live_grants(conn: Connection, account_id: str, now: int, client_id: str = "") -> int:
+    """The account's live grants (of the client ``client_id`` only, when given)."""
     c = oauth_tokens.c
+    of_client = [c.client_id == client_id] if client_id else []
+    statement = sa.select(sa.func.count(sa.distinct(c.family))).where(
+        *_live_refresh_tokens(account_id, now), *of_client
+    )
+    return int(conn.execute(statement).scalar_one())
+
+
+def _revoke(conn: Connection, account_id: str, now: int, client_id: str = "") -> int:
+    """Revoke the account's tokens and drop its grants on their way (of the client
+    ``client_id`` only, when given); returns how many live grants that disconnected."""
+    live = _live_grants(conn, account_id, now, client_id)
+    c = oauth_tokens.c
+    of_client = [c.client_id == client_id] if client_id else []
     conn.execute(
         oauth_tokens.update()
-        .where(c.account_id == account_id, c.revoked_at.is_(None))
+        .where(c.account_id == account_id, c.revoked_at.is_(None), *of_client)
         .values(revoked_at=now)
     )
-    _drop_grants_on_their_way(conn, account_id)
+    _drop_grants_on_their_way(conn, account_id, client_id)
     return live
 
 
@@ -64,7 +85,7 @@ class ConnectedClient:
 
 
 def _live_refresh_tokens(account_id: str, now: int) -> tuple[sa.ColumnElement[bool], ...]:
-    """The account's tokens that can still get an access token (as ``connected_assistants``)."""
+    """The account's tokens that can still get an access token."""
     c = oauth_tokens.c
     return (
         c.account_id == account_id,
@@ -94,23 +115,3 @@ def connected_clients(conn: Connection, account_id: str, now: int) -> list[Conne
         .order_by(live.c.expires_at.desc(), live.c.client_id)
     ).all()
     return [ConnectedClient(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
-
-
-def revoke_client_tokens(conn: Connection, account_id: str, client_id: str, now: int) -> int:
-    """Revoke every token one client holds for the account (none of another account's, none of
-    another client's), and its grants still on their way (a signed-in sign-in waiting for
-    consent, a code not yet exchanged), which would connect it again right after; returns how
-    many live grants that disconnected."""
-    c = oauth_tokens.c
-    live = conn.execute(
-        sa.select(sa.func.count(sa.distinct(c.family))).where(
-            *_live_refresh_tokens(account_id, now), c.client_id == client_id
-        )
-    ).scalar_one()
-    conn.execute(
-        oauth_tokens.update()
-        .where(c.account_id == account_id, c.client_id == client_id, c.revoked_at.is_(None))
-        .values(revoked_at=now)
-    )
-    _drop_grants_on_their_way(conn, account_id, client_id)
-    return int(live)
