@@ -13,6 +13,8 @@ The sellers (one app, one server per session), by path:
                                    0.02 USDC on Base Sepolia
 ``GET /v2/expensive``              v2, 5 USDC on Base Sepolia
 ``GET /v2/wrong-domain``           v2, Base Sepolia USDC with the mainnet EIP-712 name
+``GET /v2/cheaper-elsewhere``      v2, three Base Sepolia options: 0.001 USDC with the
+                                   mainnet EIP-712 name, then 0.03 and 0.012 USDC
 ``GET /v2/other-token``            v2, a token that is not USDC
 ``GET /v1/fact``                   x402 v1 (JSON 402 body, ``X-PAYMENT``), 0.003 USDC
 ``GET /drop-before/weather/{c}``   as /v2/weather, but the first paid request is cut off
@@ -72,6 +74,9 @@ PRICES = {
     "fact": 3_000,
     "quote": 10_000,
     "translate": 3_000,
+    "wrong_domain": 1_000,
+    "dearer": 30_000,
+    "cheapest_usable": 12_000,
 }
 
 
@@ -233,7 +238,14 @@ def _routes(pay_to: str) -> dict[str, RouteConfig]:
         ),
         "GET /v2/expensive": RouteConfig(accepts=_option(PRICES["expensive"], pay_to=pay_to)),
         "GET /v2/wrong-domain": RouteConfig(
-            accepts=_option(1_000, extra=MAINNET_EXTRA, pay_to=pay_to)
+            accepts=_option(PRICES["wrong_domain"], extra=MAINNET_EXTRA, pay_to=pay_to)
+        ),
+        "GET /v2/cheaper-elsewhere": RouteConfig(
+            accepts=[
+                _option(PRICES["wrong_domain"], extra=MAINNET_EXTRA, pay_to=pay_to),
+                _option(PRICES["dearer"], pay_to=pay_to),
+                _option(PRICES["cheapest_usable"], pay_to=pay_to),
+            ]
         ),
         "GET /v2/other-token": RouteConfig(
             accepts=_option(1_000, asset=to_checksum_address("0x" + "42" * 20), pay_to=pay_to)
@@ -281,6 +293,7 @@ def _sellers_app(
     @app.get("/v2/mixed")
     @app.get("/v2/expensive")
     @app.get("/v2/wrong-domain")
+    @app.get("/v2/cheaper-elsewhere")
     @app.get("/v2/other-token")
     async def other(request: Request) -> dict[str, Any]:
         return {"path": request.url.path}

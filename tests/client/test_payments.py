@@ -15,7 +15,6 @@ from paysign.client import (
     AllowPending,
     AsyncPaysignClient,
     EcosystemDisabled,
-    InvalidPaymentTerms,
     NoAcceptableOption,
     PaymentRejected,
     PaysignAuth,
@@ -304,13 +303,29 @@ def test_policy_refusals_surface_as_their_types(
     assert buyer.transfers() == []
 
 
-def test_terms_paysign_cannot_sign_are_invalid_payment_terms(
-    buyer: Buyer, sellers: Sellers
-) -> None:
-    with client_for(buyer, sandbox=True) as http, pytest.raises(InvalidPaymentTerms) as caught:
+def test_an_option_paysign_would_refuse_is_not_sent_to_it(buyer: Buyer, sellers: Sellers) -> None:
+    """The only option names the mainnet EIP-712 domain on the testnet: a signature over it
+    verifies at no contract, and paysign refuses it (422 at its extra's name). The client
+    knows before asking."""
+    with client_for(buyer, sandbox=True) as http, pytest.raises(NoAcceptableOption):
         http.get(sellers.url + "/v2/wrong-domain")
-    assert caught.value.status == 422
-    assert caught.value.pointer == "/paymentRequired/accepts/0/extra/name"
+    assert buyer.ledger() == []
+    assert sellers.paid_headers("/v2/wrong-domain") == []
+
+
+def test_the_cheapest_option_paysign_can_sign_is_paid(buyer: Buyer, sellers: Sellers) -> None:
+    """Listed first and cheapest: an option in another token's domain. Of the two left, the
+    cheaper, listed last, is signed, moved first, matched by the SDK seller and settled."""
+    with client_for(buyer, sandbox=True) as http:
+        response = http.get(sellers.url + "/v2/cheaper-elsewhere")
+
+    assert response.status_code == 200, response.text
+    (header,) = sellers.paid_headers("/v2/cheaper-elsewhere")
+    assert decoded(header)["accepted"]["amount"] == str(PRICES["cheapest_usable"])
+    payment = payment_of(response)
+    assert payment is not None and payment.amount == PRICES["cheapest_usable"]
+    assert payment.transaction is not None
+    assert_settled_once(buyer, sellers, payment.transaction, PRICES["cheapest_usable"])
 
 
 def test_a_bad_key_is_unauthorized(buyer: Buyer, sellers: Sellers) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from paysign.client import (
     DEFAULT_USDC,
+    DEFAULT_USDC_DOMAIN,
     InvalidPaymentRequired,
     Listing,
     ListingError,
@@ -37,15 +38,16 @@ def b64(value: Any) -> str:
 
 
 def option(network: str = "eip155:84532", amount: str = "1000", **extra: Any) -> dict[str, Any]:
-    asset = DEFAULT_USDC["eip155:8453" if network in ("eip155:8453", "base") else "eip155:84532"]
+    caip2 = "eip155:8453" if network in ("eip155:8453", "base") else "eip155:84532"
+    name, version = DEFAULT_USDC_DOMAIN[caip2]
     return {
         "scheme": "exact",
         "network": network,
         "amount": amount,
-        "asset": asset,
+        "asset": DEFAULT_USDC[caip2],
         "payTo": PAY_TO,
         "maxTimeoutSeconds": 60,
-        "extra": {"name": "USDC", "version": "2", **extra},
+        "extra": {"name": name, "version": version, **extra},
     }
 
 
@@ -97,12 +99,46 @@ def test_the_option_on_the_wanted_network_is_moved_first_verbatim() -> None:
     assert choose_option(terms, BASE_MAINNET).payment_required["accepts"] == [mainnet, testnet]
 
 
+def test_the_cheapest_usable_option_is_chosen_and_of_equal_prices_the_sellers_first() -> None:
+    dearer, cheaper = option(amount="5000"), option(amount="3000")
+    cheaper_too = {**option(amount="3000"), "payTo": "0x" + "cd" * 20}
+    unusable_cheapest = {**option(amount="1"), "scheme": "upto"}
+    terms = required(dearer, unusable_cheapest, cheaper, cheaper_too)
+
+    chosen = choose_option(terms, BASE_SEPOLIA)
+    assert (chosen.index, chosen.amount, chosen.pay_to) == (2, 3000, PAY_TO)
+    assert chosen.option is terms.accepts[2]
+    assert chosen.payment_required["accepts"] == [cheaper, dearer, unusable_cheapest, cheaper_too]
+
+
+def test_an_option_naming_another_tokens_domain_is_passed_over_for_one_that_verifies() -> None:
+    # The server refuses to sign an option whose extra is not USDC's EIP-712 domain on its
+    # network: a cheaper one naming another token must not cost the payment.
+    other_token = option(amount="10")
+    other_token["extra"] = {"name": "Tether USD", "version": "2"}
+    mainnet_domain_on_testnet = option(amount="20")
+    mainnet_domain_on_testnet["extra"] = {"name": "USD Coin", "version": "2"}
+    no_domain = {**option(amount="30"), "extra": {}}
+    usable = option(amount="900")
+    terms = required(other_token, mainnet_domain_on_testnet, no_domain, usable)
+
+    assert choose_option(terms, BASE_SEPOLIA).index == 3
+    custom = {"eip155:84532": "0x" + "ab" * 20}
+    custom_terms = required({**other_token, "asset": custom["eip155:84532"]})
+    # a caller's own contract, its domain not given: only the shape of extra is checked
+    assert choose_option(custom_terms, BASE_SEPOLIA, usdc=custom).amount == 10
+    with pytest.raises(NoAcceptableOption):
+        choose_option(custom_terms, BASE_SEPOLIA, usdc=custom, domains={"eip155:84532": ("X", "1")})
+
+
 @pytest.mark.parametrize(
     "offered",
     [
         {**option(), "scheme": "upto"},
         {**option(), "asset": "0x" + "11" * 20},
         option(assetTransferMethod="permit2"),
+        {**option(), "extra": {"name": "USDC"}},
+        {key: value for key, value in option().items() if key != "extra"},
         {**option(), "amount": "0"},
         {**option(), "amount": "1.5"},
         option("eip155:1"),

@@ -28,6 +28,7 @@ OPTION = {
     "amount": "2500",
     "asset": DEFAULT_USDC["eip155:84532"],
     "payTo": "0x" + "ab" * 20,
+    "extra": {"name": "USDC", "version": "2"},
 }
 
 

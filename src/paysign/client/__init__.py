@@ -62,6 +62,7 @@ from paysign.client.signer import DEFAULT_BASE_URL, PaysignSigner, Signature
 from paysign.client.status import BudgetRoom, CapRoom, WalletStatus
 from paysign.client.wire import (
     DEFAULT_USDC,
+    DEFAULT_USDC_DOMAIN,
     PaymentRequired,
     Settlement,
     choose_option,
@@ -74,6 +75,7 @@ from paysign.client.wire import (
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_USDC",
+    "DEFAULT_USDC_DOMAIN",
     "AllowPending",
     "AsyncPaidRetryTransport",
     "AsyncPaysignClient",

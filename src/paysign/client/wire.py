@@ -36,6 +36,7 @@ from paysign.protocol import payment_required as _terms
 from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA, Network
 from paysign.protocol.payment_required import (
     DEFAULT_USDC,
+    DEFAULT_USDC_DOMAIN,
     ChosenOption,
     PaymentRequired,
     Settlement,
@@ -48,6 +49,7 @@ __all__ = [
     "BASE_MAINNET",
     "BASE_SEPOLIA",
     "DEFAULT_USDC",
+    "DEFAULT_USDC_DOMAIN",
     "ChosenOption",
     "PaymentRequired",
     "Settlement",
@@ -80,13 +82,17 @@ def choose_option(
     network: Network,
     *,
     usdc: Mapping[str, str] | None = None,
+    domains: Mapping[str, tuple[str, str]] | None = None,
 ) -> ChosenOption:
-    """The seller's ``exact`` USDC option on ``network`` (EIP-3009 transfer), moved first.
+    """The seller's cheapest ``exact`` USDC option on ``network`` (EIP-3009 transfer), moved
+    first; of options at one price, the seller's first.
 
-    ``usdc`` maps a CAIP-2 network id to its USDC contract (default :data:`DEFAULT_USDC`).
+    ``usdc`` maps a CAIP-2 network id to its USDC contract (default :data:`DEFAULT_USDC`), and
+    ``domains`` to the EIP-712 (name, version) that contract verifies (default
+    :data:`DEFAULT_USDC_DOMAIN` with the default contracts); an option naming another is skipped.
     Raises :class:`NoAcceptableOption` when the seller offers none.
     """
     try:
-        return _terms.choose_option(required, network, usdc=usdc)
+        return _terms.choose_option(required, network, usdc=usdc, domains=domains)
     except _terms.NoUsableOption as exc:
         raise NoAcceptableOption(str(exc), network=exc.network, offered=exc.offered) from None

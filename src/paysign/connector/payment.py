@@ -95,12 +95,14 @@ def payment_terms(response: FetchedResponse) -> PaymentRequired:
 
 
 def choose(deps: SigningDeps, required: PaymentRequired, sandbox: bool) -> ChosenOption:
-    """The seller's USDC option on the wanted network (testnet in sandbox), moved first."""
+    """The seller's cheapest USDC option on the wanted network (testnet in sandbox) that this
+    server's USDC verifies, moved first."""
     network = BASE_SEPOLIA if sandbox else BASE_MAINNET
     token = deps.registry.usdc_for(network)
     usdc = {} if token is None else {network.caip2: token.address_hex}
+    domains = {} if token is None else {network.caip2: (token.name, token.version)}
     try:
-        return choose_option(required, network, usdc=usdc)
+        return choose_option(required, network, usdc=usdc, domains=domains)
     except NoUsableOption:
         offered = [
             seller_text(str(entry.get("network")))

@@ -6,7 +6,8 @@ in the JSON body; they are kept exactly as received, for the signing request quo
 
     >>> import json
     >>> option = {"scheme": "exact", "network": "base-sepolia", "maxAmountRequired": "10000",
-    ...           "asset": DEFAULT_USDC["eip155:84532"], "payTo": "0x" + "ab" * 20}
+    ...           "asset": DEFAULT_USDC["eip155:84532"], "payTo": "0x" + "ab" * 20,
+    ...           "extra": {"name": "USDC", "version": "2"}}
     >>> body = json.dumps({"x402Version": 1, "accepts": [option]}).encode()
     >>> required = decode_payment_required({}, body)
     >>> required.version, payment_header_name(required.version)
@@ -38,6 +39,7 @@ from paysign.protocol.untrusted import untrusted_json
 
 __all__ = [
     "DEFAULT_USDC",
+    "DEFAULT_USDC_DOMAIN",
     "PAYMENT_REQUIRED_HEADER",
     "ChosenOption",
     "NoUsableOption",
@@ -69,6 +71,13 @@ class NoUsableOption(ValueError):
 DEFAULT_USDC: dict[str, str] = {
     BASE_MAINNET.caip2: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
     BASE_SEPOLIA.caip2: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+}
+
+#: The EIP-712 domain (name, version) each of those contracts verifies transfers with. A
+#: signature over any other verifies nowhere.
+DEFAULT_USDC_DOMAIN: dict[str, tuple[str, str]] = {
+    BASE_MAINNET.caip2: ("USD Coin", "2"),
+    BASE_SEPOLIA.caip2: ("USDC", "2"),
 }
 
 PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED"
@@ -200,48 +209,81 @@ def choose_option(
     network: Network,
     *,
     usdc: Mapping[str, str] | None = None,
+    domains: Mapping[str, tuple[str, str]] | None = None,
 ) -> ChosenOption:
-    """The seller's ``exact`` USDC option on ``network`` (EIP-3009 transfer), moved first.
+    """The seller's cheapest ``exact`` USDC option on ``network`` (EIP-3009 transfer), moved
+    first. Of options at one price, the seller's first.
 
-    ``usdc`` maps a CAIP-2 network id to its USDC contract (default :data:`DEFAULT_USDC`).
+    ``usdc`` maps a CAIP-2 network id to its USDC contract (default :data:`DEFAULT_USDC`), and
+    ``domains`` to the EIP-712 domain that contract verifies (default
+    :data:`DEFAULT_USDC_DOMAIN` with the default contracts, else none is checked). An option
+    whose ``extra`` names another domain is skipped: paysign refuses to sign it.
     Raises :class:`NoUsableOption` when the seller offers none.
     """
-    registry = DEFAULT_USDC if usdc is None else usdc
-    wanted_asset = registry.get(network.caip2, "").lower()
-    accepts = required.accepts
-    for index, option in enumerate(accepts):
-        if not isinstance(option, dict) or option.get("scheme") != "exact":
-            continue
-        name = option.get("network")
-        if not isinstance(name, str) or resolve_network(name) != network:
-            continue
-        asset = option.get("asset")
-        if not isinstance(asset, str) or asset.lower() != wanted_asset:
-            continue
-        extra = option.get("extra")
-        method = extra.get("assetTransferMethod") if isinstance(extra, dict) else None
-        if method not in (None, "eip3009"):
-            continue
-        amount = _amount_of(option, required.version)
-        if amount is None or amount < 1:
-            continue
-        reordered = dict(required.document)
-        reordered["accepts"] = [option, *accepts[:index], *accepts[index + 1 :]]
-        return ChosenOption(
-            index=index,
-            option=option,
-            network=network,
-            amount=amount,
-            pay_to=str(option.get("payTo", "")),
-            asset=asset,
-            payment_required=reordered,
-        )
-    offered = "; ".join(_describe(option) for option in accepts)
-    raise NoUsableOption(
-        f"the seller offers no USDC option on {network.caip2} (offered: {offered})",
-        network=network.caip2,
-        offered=accepts,
+    if domains is None:
+        domains = DEFAULT_USDC_DOMAIN if usdc is None else {}
+    wanted = _WantedOption(
+        network,
+        (DEFAULT_USDC if usdc is None else usdc).get(network.caip2, "").lower(),
+        domains.get(network.caip2),
     )
+    accepts = required.accepts
+    best: tuple[int, int] | None = None  # (amount, index)
+    for index, option in enumerate(accepts):
+        amount = wanted.amount_of(option, required.version)
+        if amount is not None and (best is None or amount < best[0]):
+            best = (amount, index)
+    if best is None:
+        offered = "; ".join(_describe(option) for option in accepts)
+        raise NoUsableOption(
+            f"the seller offers no USDC option on {network.caip2} (offered: {offered})",
+            network=network.caip2,
+            offered=accepts,
+        )
+    amount, index = best
+    option = accepts[index]
+    reordered = dict(required.document)
+    reordered["accepts"] = [option, *accepts[:index], *accepts[index + 1 :]]
+    return ChosenOption(
+        index=index,
+        option=option,
+        network=network,
+        amount=amount,
+        pay_to=str(option.get("payTo", "")),
+        asset=str(option["asset"]),
+        payment_required=reordered,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _WantedOption:
+    """What an option must be for paysign to sign it: the checks of the signing request's
+    terms that need no more than the option."""
+
+    network: Network
+    asset: str  # lower case
+    domain: tuple[str, str] | None  # (name, version); None: not checked
+
+    def amount_of(self, option: object, version: int) -> int | None:
+        """The option's price in base units, or ``None`` when paysign cannot pay it."""
+        if not isinstance(option, dict) or option.get("scheme") != "exact":
+            return None
+        name = option.get("network")
+        if not isinstance(name, str) or resolve_network(name) != self.network:
+            return None
+        asset = option.get("asset")
+        if not isinstance(asset, str) or asset.lower() != self.asset:
+            return None
+        extra = option.get("extra")
+        if not isinstance(extra, dict) or extra.get("assetTransferMethod") not in (None, "eip3009"):
+            return None
+        domain = (extra.get("name"), extra.get("version"))
+        if not all(isinstance(part, str) for part in domain):
+            return None
+        if self.domain is not None and domain != self.domain:
+            return None
+        amount = _amount_of(option, version)
+        return amount if amount is not None and amount >= 1 else None
 
 
 def decode_settlement(headers: Mapping[str, str]) -> Settlement | None:
