@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
 import httpx2
@@ -289,9 +289,29 @@ def test_pkce_is_required_and_s256_only(service: Service) -> None:
         authorization_url(service, client["client_id"], challenge, code_challenge_method="plain")
     )
     for r in (missing, plain):
-        assert r.status_code in (302, 400)
-        location = r.headers.get("location", "")
-        assert "error=invalid_request" in location or "invalid_request" in r.text
+        assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+
+
+def test_an_error_goes_back_to_a_client_only_once_a_holder_granted_it(
+    service: Service, user: User
+) -> None:
+    """Registration is open: anyone can register a client whose redirect URI is their page and
+    hand out a link of ours that fails at once. Redirected, it takes its follower from our
+    address to theirs."""
+    client = register(service).json()
+    _, challenge = pkce()
+    failing = authorization_url(service, client["client_id"], "")  # no PKCE challenge
+    as_form = dict(parse_qsl(urlsplit(failing).query))
+    for shown in (httpx.get(failing), httpx.post(f"{service.auth_url}/authorize", data=as_form)):
+        assert shown.status_code == 400 and "location" not in shown.headers
+        assert shown.headers["cache-control"] == "no-store"
+        assert shown.json()["error"] == "invalid_request" and shown.json()["state"] == "xyz"
+
+    Browser(service, user).authorize(authorization_url(service, client["client_id"], challenge))
+    redirected = httpx.get(failing)
+    assert redirected.status_code == 302
+    location = redirected.headers["location"]
+    assert location.startswith(REDIRECT) and "error=invalid_request" in location
 
 
 def test_wrong_resource_is_refused(service: Service, user: User) -> None:
@@ -302,7 +322,7 @@ def test_wrong_resource_is_refused(service: Service, user: User) -> None:
             service, client["client_id"], challenge, resource="https://elsewhere.example/mcp"
         )
     )
-    assert r.status_code == 302 and "error=invalid_target" in r.headers["location"]
+    assert r.status_code == 400 and r.json()["error"] == "invalid_target"
     query = Browser(service, user).authorize(
         authorization_url(service, client["client_id"], challenge)
     )

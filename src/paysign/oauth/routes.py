@@ -11,6 +11,7 @@ is not ``{mcp_url}`` (the SDK's token handler drops it), and add the sign-in pag
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,6 +39,7 @@ from paysign.services.oauth_refusals import TooManyRegistrations
 METADATA = "/.well-known/oauth-authorization-server"
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
 _NO_STORE = {"Cache-Control": "no-store"}
+_ERROR_FIELDS = ("error", "error_description", "state")
 
 
 def authorization_server_metadata(config: OAuthConfig) -> dict[str, Any]:
@@ -160,6 +162,38 @@ def _with_body(request: Request, body: bytes) -> Request:
     return Request(request.scope, receive)
 
 
+def _errors_redirected_once_granted(
+    provider: PaysignProvider, registrations: Registrations
+) -> Callable[[Request], Awaitable[Response]]:
+    """The SDK's authorization endpoint, whose errors go back to the client's redirect URI only
+    once a holder has granted that client a code (RFC 9700 §4.11.2).
+
+    Registration is open: anyone can register a client whose redirect URI is their own page,
+    then hand out an authorization link of ours that fails at once (no PKCE challenge, say).
+    Redirected, it would take whoever follows it from our address to theirs. Until a holder
+    trusts the client, the error is shown here instead, as the SDK shows an unknown client's.
+    """
+    handler = AuthorizationHandler(provider)
+
+    async def authorize(request: Request) -> Response:
+        response = await handler.handle(request)
+        location = response.headers.get("location", "") if response.status_code == 302 else ""
+        query = parse_qs(urlsplit(location).query)
+        if "error" not in query:
+            return response  # on to the sign-in page, or not redirected at all
+        # The handler read the same request's parameters (Starlette keeps its form).
+        params = request.query_params if request.method == "GET" else await request.form()
+        client_id = params.get("client_id")
+        if isinstance(client_id, str) and await run_in_threadpool(
+            registrations.was_granted, client_id
+        ):
+            return response
+        shown = {key: values[0] for key, values in query.items() if key in _ERROR_FIELDS}
+        return JSONResponse(shown, status_code=400, headers=_NO_STORE)
+
+    return authorize
+
+
 def create_oauth_routes(
     service: AuthorizationService, registrations: Registrations
 ) -> list[BaseRoute]:
@@ -230,7 +264,7 @@ def create_oauth_routes(
         ),
         Route(
             f"{base}/authorize",
-            SmallForm(request_response(AuthorizationHandler(provider).handle)),
+            SmallForm(request_response(_errors_redirected_once_granted(provider, registrations))),
             methods=["GET", "POST"],
         ),
         Route(

@@ -129,6 +129,12 @@ class Registrations:
             oauth_repo.insert_client(conn, client_id, json.dumps(metadata), digest(token), now)
         return token
 
+    def was_granted(self, client_id: str) -> bool:
+        """Whether a holder has ever granted the client a code: until then, anyone may have
+        registered it, with any redirect URI."""
+        with self.db.read() as conn:
+            return oauth_repo.client_was_granted(conn, client_id)
+
     def for_registration_token(self, client_id: str, token: str) -> dict[str, Any] | None:
         with self.db.read() as conn:
             row = oauth_repo.find_client(conn, client_id)

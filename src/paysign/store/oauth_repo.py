@@ -59,6 +59,13 @@ def find_client(conn: Connection, client_id: str) -> ClientRow | None:
     return None if row is None else ClientRow(*row)
 
 
+def client_was_granted(conn: Connection, client_id: str) -> bool:
+    """Whether a holder has ever granted the client a code."""
+    c = oauth_clients.c
+    statement = sa.select(c.granted_at).where(c.client_id == client_id)
+    return conn.execute(statement).scalar() is not None
+
+
 def mark_client_granted(conn: Connection, client_id: str, now: int) -> bool:
     """Record the client's first grant; ``False`` if the client is gone (it expired)."""
     c = oauth_clients.c
