@@ -34,11 +34,11 @@ class AccountPages:
             if session is not None and session.account_id:
                 return RedirectResponse(f"{PREFIX}/", status_code=303, headers=HEADERS)
             if session is None:
-                session = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
+                session = self.portal.deps.sessions.start_anonymous()
             return self.portal.render("sign_in.html", session, title="Sign in to paysign")
         session, form = await self.portal.form_session(request)
         if session is None:
-            fresh = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
+            fresh = self.portal.deps.sessions.start_anonymous()
             return self.portal.render(
                 "sign_in.html", fresh, status=403, title="Sign in to paysign", error=FORM_EXPIRED
             )
@@ -71,13 +71,13 @@ class AccountPages:
         if request.method == "GET":
             session = await self.portal.session_of(request)
             if session is None:
-                session = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
+                session = self.portal.deps.sessions.start_anonymous()
             return self.portal.render(
                 "sign_up.html", session, title=title, min_password=MIN_PASSWORD_LENGTH
             )
         session, form = await self.portal.form_session(request)
         if session is None:
-            fresh = await run_in_threadpool(self.portal.deps.sessions.start_anonymous)
+            fresh = self.portal.deps.sessions.start_anonymous()
             return self.portal.render(
                 "sign_up.html",
                 fresh,
