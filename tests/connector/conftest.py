@@ -4,6 +4,7 @@ fake x402 Bazaar index. One of each per test session; the MCP client is the offi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import secrets
@@ -13,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -215,6 +217,32 @@ async def connect(
         Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client,
     ):
         yield client
+
+
+def allowed_buyer(world: World, url: str) -> Buyer:
+    """A funded buyer whose holder has approved the host of ``url``."""
+    buyer = make_buyer(world)
+    rt = world.runtime
+    host = urlsplit(url).netloc
+    policy.decide_seller(rt.db, rt.clock, email=buyer.email, seller=host, kind="allow")
+    return buyer
+
+
+def balance(world: World, address: str) -> int:
+    return world.chain.usdc_balance(bytes.fromhex(address.removeprefix("0x")))
+
+
+def paid_in_sandbox(world: World, buyer: Buyer, url: str) -> dict[str, Any]:
+    """``pay_x402`` of ``url`` in sandbox through the MCP SDK's client; its structured result,
+    once it is no error."""
+
+    async def scenario() -> types.CallToolResult:
+        async with connect(world.mcp_url, buyer.api_key) as client:
+            return await client.call_tool("pay_x402", {"url": url, "sandbox": True})
+
+    result = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert not result.is_error, result.content
+    return dict(result.structured_content or {})
 
 
 def replace_settings(runtime: Runtime, **changes: Any) -> Runtime:

@@ -12,7 +12,7 @@ import mcp_types as types
 
 from paysign.services.catalog import demo_catalog, import_catalog
 
-from .conftest import Buyer, World, connect, make_buyer
+from .conftest import Buyer, World, balance, connect, make_buyer
 
 CATALOG_TOOLS = {"market_quote", "company_filings", "weather_forecast", "translate_text"}
 BUILT_IN_TOOLS = {"pay_x402", "search_bazaar", "wallet_status"}
@@ -25,10 +25,6 @@ def run(coro: Any) -> Any:
 def structured(result: types.CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None, result
     return dict(result.structured_content)
-
-
-def balance(world: World, address: str) -> int:
-    return world.chain.usdc_balance(bytes.fromhex(address.removeprefix("0x")))
 
 
 # ---- auth: the challenge, the metadata, invalid credentials ----

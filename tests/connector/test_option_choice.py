@@ -4,12 +4,9 @@ paysign can sign, never one whose ``extra`` names another token's EIP-712 domain
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
-import mcp_types as types
 import pytest
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -20,9 +17,7 @@ from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount
 
-from paysign.services import policy
-
-from .conftest import Served, World, connect, make_buyer
+from .conftest import Served, World, allowed_buyer, balance, paid_in_sandbox
 
 #: Listed in this order; the first names the mainnet USDC's domain on the testnet.
 OTHER_DOMAIN, DEARER, CHEAPEST_USABLE = 500, 9_000, 4_000
@@ -74,25 +69,12 @@ def test_the_cheapest_option_paysign_can_sign_is_paid(
     world: World, seller: tuple[str, list[dict[str, Any]]]
 ) -> None:
     url, paid = seller
-    buyer = make_buyer(world)
-    rt = world.runtime
-    host = httpx.URL(url).netloc.decode()
-    policy.decide_seller(rt.db, rt.clock, email=buyer.email, seller=host, kind="allow")
+    buyer = allowed_buyer(world, url)
+    before = balance(world, buyer.wallet)
 
-    def balance() -> int:
-        return world.chain.usdc_balance(bytes.fromhex(buyer.wallet.removeprefix("0x")))
-
-    before = balance()
-
-    async def scenario() -> types.CallToolResult:
-        async with connect(world.mcp_url, buyer.api_key) as client:
-            return await client.call_tool("pay_x402", {"url": url, "sandbox": True})
-
-    result = asyncio.run(asyncio.wait_for(scenario(), 60))
-    assert not result.is_error, result.content
-    out: dict[str, Any] = dict(result.structured_content or {})
+    out = paid_in_sandbox(world, buyer, url)
     assert out["status"] == 200 and out["body"] == {"answer": 42}
     assert out["payment"]["sellerReportsSettled"] is True
     (accepted,) = paid
     assert accepted["amount"] == str(CHEAPEST_USABLE)
-    assert before - balance() == CHEAPEST_USABLE
+    assert before - balance(world, buyer.wallet) == CHEAPEST_USABLE

@@ -5,14 +5,11 @@ payment without it is refused by that seller and nothing settles."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
-import mcp_types as types
 import pytest
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -29,9 +26,7 @@ from x402.http.middleware.fastapi import payment_middleware
 from x402.mechanisms.evm.exact import ExactEvmServerScheme
 from x402.schemas import AssetAmount
 
-from paysign.services import policy
-
-from .conftest import Buyer, Served, World, connect, make_buyer
+from .conftest import Served, World, allowed_buyer, balance, paid_in_sandbox
 
 PRICE = 1_000
 
@@ -78,18 +73,6 @@ def seller(world: World) -> Iterator[tuple[str, list[str | None]]]:
         yield f"{served.url}/paid", seen
 
 
-def allowed_buyer(world: World, url: str) -> Buyer:
-    buyer = make_buyer(world)
-    host = httpx.URL(url).netloc.decode()
-    rt = world.runtime
-    policy.decide_seller(rt.db, rt.clock, email=buyer.email, seller=host, kind="allow")
-    return buyer
-
-
-def balance(world: World, address: str) -> int:
-    return world.chain.usdc_balance(bytes.fromhex(address.removeprefix("0x")))
-
-
 def test_the_connector_fills_in_the_identifier_the_seller_requires(
     world: World, seller: tuple[str, list[str | None]]
 ) -> None:
@@ -97,13 +80,7 @@ def test_the_connector_fills_in_the_identifier_the_seller_requires(
     buyer = allowed_buyer(world, url)
     before = balance(world, buyer.wallet)
 
-    async def scenario() -> types.CallToolResult:
-        async with connect(world.mcp_url, buyer.api_key) as client:
-            return await client.call_tool("pay_x402", {"url": url, "sandbox": True})
-
-    result = asyncio.run(asyncio.wait_for(scenario(), 60))
-    assert not result.is_error, result.content
-    out: dict[str, Any] = dict(result.structured_content or {})
+    out = paid_in_sandbox(world, buyer, url)
     assert out["status"] == 200 and out["payment"]["sellerReportsSettled"] is True
     nonce = out["payment"]["nonce"].removeprefix("0x")
     assert seen == [f"pay_{nonce}"] and out["body"] == {"paymentId": f"pay_{nonce}"}
