@@ -17,9 +17,14 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from paysign.protocol.networks import BASE_MAINNET, BASE_SEPOLIA
+from paysign.protocol.payment_required import DEFAULT_USDC, DEFAULT_USDC_DOMAIN
+
 # The embedded default plays Base Sepolia with a local token; mainnet is always Circle's USDC.
-BASE_MAINNET_USDC = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
-BASE_SEPOLIA_USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+BASE_MAINNET_USDC = DEFAULT_USDC[BASE_MAINNET.caip2]
+BASE_SEPOLIA_USDC = DEFAULT_USDC[BASE_SEPOLIA.caip2]
+_MAINNET_NAME, _USDC_VERSION = DEFAULT_USDC_DOMAIN[BASE_MAINNET.caip2]
+_TESTNET_NAME, _ = DEFAULT_USDC_DOMAIN[BASE_SEPOLIA.caip2]
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -53,10 +58,10 @@ class Settings(BaseSettings):
 
     #: USDC contract per network; the EIP-712 domain name/version the token really uses.
     usdc_mainnet: str = BASE_MAINNET_USDC
-    usdc_mainnet_name: str = "USD Coin"
+    usdc_mainnet_name: str = _MAINNET_NAME
     usdc_testnet: str = BASE_SEPOLIA_USDC
-    usdc_testnet_name: str = "USDC"
-    usdc_version: str = "2"
+    usdc_testnet_name: str = _TESTNET_NAME
+    usdc_version: str = _USDC_VERSION
 
     #: JSON-RPC endpoints used to reconcile signed spend with the chain. A network without one
     #: is never reconciled: its signed spend stays counted (fail toward under-spending).
