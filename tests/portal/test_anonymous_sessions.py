@@ -87,3 +87,18 @@ def test_a_sign_in_drops_the_sessions_that_have_ended(
         signed_in(second, holder, runtime.clock)
         assert stored_sessions(runtime) == 1  # the idle one went with this sign-in
         assert first.get("/portal/").status_code == 303
+
+
+def test_signing_out_of_a_form_session_ends_nothing_stored(
+    browser: httpx.Client, runtime: Runtime, holder: accounts.CreatedAccount
+) -> None:
+    signed_in(browser, holder, runtime.clock)
+    form = httpx.get(browser.base_url.join("/portal/sign-in"))  # another browser, not signed in
+    out = httpx.post(
+        browser.base_url.join("/portal/sign-out"),
+        data={"csrf": csrf_of(form)},
+        cookies={COOKIE: form.cookies[COOKIE]},
+    )
+    assert out.status_code == 303 and out.headers["location"] == "/portal/sign-in"
+    assert stored_sessions(runtime) == 1  # the holder's, untouched
+    assert browser.get("/portal/").status_code == 200
