@@ -11,11 +11,10 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-import pyotp
 import pytest
+from withdrawal_support import fresh_address, fresh_code, new_holder, stored_withdrawals
 
 from anvil_support import base_mainnet_chain, rpc, set_usdc_balance
-from conftest import FrozenClock
 from paysign.bootstrap import Runtime
 from paysign.chain.relay import MainnetRelay
 from paysign.config import BASE_MAINNET_USDC, Settings
@@ -24,7 +23,6 @@ from paysign.protocol import address_of, checksum_address, parse_address
 from paysign.services import accounts, withdrawals
 from paysign.services.portal_deps import PortalDeps, portal_deps
 from paysign.services.sign_in import CredentialsRefused
-from paysign.store.schema import withdrawals as withdrawals_table
 
 BASE = "eip155:8453"
 ONE_USDC = 1_000_000
@@ -105,46 +103,23 @@ def deps(mainnet: Runtime) -> PortalDeps:
 
 @pytest.fixture
 def holder(mainnet: Runtime, base_chain: str) -> accounts.CreatedAccount:
-    created = accounts.create_account(
-        mainnet.db,
-        mainnet.vault,
-        mainnet.clock,
-        email=f"holder-{secrets.token_hex(4)}@example.com",
-        password="correct horse battery staple",
-    )
+    created = new_holder(mainnet)
     give_usdc(base_chain, created.wallet_address, 5 * ONE_USDC)
     return created
-
-
-def _fresh_code(runtime: Runtime, holder: accounts.CreatedAccount) -> str:
-    clock: FrozenClock = runtime.clock  # type: ignore[assignment]
-    clock.advance(30)  # a new authenticator step: its code is unused
-    return str(pyotp.TOTP(holder.totp_secret).at(clock.now()))
-
-
-def _fresh_address() -> str:
-    return checksum_address(address_of(secrets.token_bytes(32)))
-
-
-def _rows(runtime: Runtime) -> list[dict[str, object]]:
-    with runtime.db.read() as conn:
-        return [dict(row._mapping) for row in conn.execute(withdrawals_table.select())]
 
 
 def test_the_relayer_sends_the_usdc_and_pays_the_gas(
     mainnet: Runtime, deps: PortalDeps, chain: Mainnet, holder: accounts.CreatedAccount
 ) -> None:
     wallet = holder.wallet_address
-    to = _fresh_address()
+    to = fresh_address()
     wallet_eth = chain.eth(wallet)
     relayer_eth = chain.eth(chain.relayer)
 
-    sent = withdrawals.withdraw(
-        deps, holder.account_id, BASE, to, "1", _fresh_code(mainnet, holder)
-    )
+    sent = withdrawals.withdraw(deps, holder.account_id, BASE, to, "1", fresh_code(mainnet, holder))
 
     assert (sent.network, sent.to_address, sent.amount) == (BASE, to, ONE_USDC)
-    [row] = _rows(mainnet)
+    [row] = stored_withdrawals(mainnet)
     assert (row["network"], row["to_address"], row["amount"]) == (BASE, to, ONE_USDC)
     assert (row["status"], row["transaction_hash"]) == ("sent", sent.transaction_hash)
     assert (row["from_address"], row["sandbox"], row["fresh_code"]) == (wallet, False, True)
@@ -170,30 +145,30 @@ def test_the_relayer_sends_the_usdc_and_pays_the_gas(
 def test_a_wrong_code_moves_nothing(
     mainnet: Runtime, deps: PortalDeps, chain: Mainnet, holder: accounts.CreatedAccount
 ) -> None:
-    to = _fresh_address()
+    to = fresh_address()
     relayer_eth = chain.eth(chain.relayer)
-    wrong = f"{(int(_fresh_code(mainnet, holder)) + 1) % 1_000_000:06d}"
+    wrong = f"{(int(fresh_code(mainnet, holder)) + 1) % 1_000_000:06d}"
 
     with pytest.raises(CredentialsRefused):
         withdrawals.withdraw(deps, holder.account_id, BASE, to, "1", wrong)
 
     assert (chain.usdc(holder.wallet_address), chain.usdc(to)) == (5 * ONE_USDC, 0)
     assert chain.eth(chain.relayer) == relayer_eth  # no transaction was sent
-    assert _rows(mainnet) == []
+    assert stored_withdrawals(mainnet) == []
 
 
 def test_more_than_the_balance_is_refused_before_the_code_is_spent(
     mainnet: Runtime, deps: PortalDeps, chain: Mainnet, holder: accounts.CreatedAccount
 ) -> None:
-    to = _fresh_address()
-    code = _fresh_code(mainnet, holder)
+    to = fresh_address()
+    code = fresh_code(mainnet, holder)
 
     with pytest.raises(WithdrawalRefused) as refused:
         withdrawals.withdraw(deps, holder.account_id, BASE, to, "5.000001", code)
     assert refused.value.extensions["pointer"] == "/amount"
     assert "holds 5 USDC" in refused.value.detail
     assert (chain.usdc(holder.wallet_address), chain.usdc(to)) == (5 * ONE_USDC, 0)
-    assert _rows(mainnet) == []
+    assert stored_withdrawals(mainnet) == []
 
     # The refusal spent no code: the same one still carries the whole balance.
     withdrawals.withdraw(deps, holder.account_id, BASE, to, "5", code)
@@ -217,7 +192,7 @@ def test_a_transfer_the_token_refuses_is_recorded_failed_and_sends_nothing(
     give_usdc(base_chain, holder.wallet_address, 5 * ONE_USDC)
     chain = Mainnet(base_chain, relay, relay.relayer.address_hex)
     relayer_eth = chain.eth(chain.relayer)
-    to = _fresh_address()
+    to = fresh_address()
 
     try:
         with pytest.raises(WithdrawalUnavailable) as refused:
@@ -227,7 +202,7 @@ def test_a_transfer_the_token_refuses_is_recorded_failed_and_sends_nothing(
                 BASE,
                 to,
                 "1",
-                _fresh_code(misnamed, holder),
+                fresh_code(misnamed, holder),
             )
     finally:
         relay.close()
@@ -235,5 +210,5 @@ def test_a_transfer_the_token_refuses_is_recorded_failed_and_sends_nothing(
     assert "nothing was sent" in refused.value.detail
     assert (chain.usdc(holder.wallet_address), chain.usdc(to)) == (5 * ONE_USDC, 0)
     assert chain.eth(chain.relayer) == relayer_eth
-    [row] = _rows(misnamed)
+    [row] = stored_withdrawals(misnamed)
     assert (row["status"], row["transaction_hash"]) == ("failed", None)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
-import secrets
 
-import pyotp
 import pytest
+from withdrawal_support import fresh_address, fresh_code, new_holder
 
 from conftest import FrozenClock
 from paysign.bootstrap import Runtime
-from paysign.protocol import address_of, checksum_address, parse_address
+from paysign.protocol import parse_address
 from paysign.services import accounts, activity, withdrawals
 from paysign.services.portal_deps import portal_deps
 from paysign.store.schema import withdrawals as withdrawals_table
@@ -23,13 +22,7 @@ SANDBOX = "eip155:84532"
 
 @pytest.fixture
 def holder(chained_runtime: Runtime) -> accounts.CreatedAccount:
-    created = accounts.create_account(
-        chained_runtime.db,
-        chained_runtime.vault,
-        chained_runtime.clock,
-        email=f"holder-{secrets.token_hex(4)}@example.com",
-        password="correct horse battery staple",
-    )
+    created = new_holder(chained_runtime)
     chain = chained_runtime.sandbox_chain
     assert chain is not None
     chain.send_usdc(parse_address(created.wallet_address), 3_000_000)
@@ -40,9 +33,8 @@ def test_a_withdrawal_records_its_step_up_and_the_activity_shows_who_and_when(
     chained_runtime: Runtime, holder: accounts.CreatedAccount
 ) -> None:
     clock: FrozenClock = chained_runtime.clock  # type: ignore[assignment]
-    clock.advance(30)  # a new authenticator step: its code is unused
-    code = str(pyotp.TOTP(holder.totp_secret).at(clock.now()))
-    to = checksum_address(address_of(secrets.token_bytes(32)))
+    code = fresh_code(chained_runtime, holder)
+    to = fresh_address()
     deps = portal_deps(chained_runtime)
 
     sent = withdrawals.withdraw(deps, holder.account_id, SANDBOX, to, "1.25", code)

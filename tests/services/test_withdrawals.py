@@ -6,20 +6,18 @@ before any code is spent."""
 from __future__ import annotations
 
 import dataclasses
-import secrets
 
-import pyotp
 import pytest
+from withdrawal_support import fresh_address, fresh_code, new_holder, stored_withdrawals
 
 from conftest import FrozenClock
 from paysign.bootstrap import Runtime
 from paysign.chain.testnet import SandboxChain
 from paysign.errors import WithdrawalRefused, WithdrawalUnavailable
-from paysign.protocol import address_of, checksum_address, parse_address
+from paysign.protocol import address_of, parse_address
 from paysign.services import accounts, withdrawals
 from paysign.services.portal_deps import PortalDeps, portal_deps
 from paysign.services.sign_in import CredentialsRefused
-from paysign.store.schema import withdrawals as withdrawals_table
 
 SANDBOX = "eip155:84532"
 ONE_USDC = 1_000_000
@@ -28,15 +26,8 @@ TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523
 
 @pytest.fixture
 def holder(chained_runtime: Runtime) -> accounts.CreatedAccount:
-    created = accounts.create_account(
-        chained_runtime.db,
-        chained_runtime.vault,
-        chained_runtime.clock,
-        email=f"holder-{secrets.token_hex(4)}@example.com",
-        password="correct horse battery staple",
-    )
-    chain = _chain(chained_runtime)
-    chain.send_usdc(parse_address(created.wallet_address), 3 * ONE_USDC)
+    created = new_holder(chained_runtime)
+    _chain(chained_runtime).send_usdc(parse_address(created.wallet_address), 3 * ONE_USDC)
     return created
 
 
@@ -50,31 +41,16 @@ def _chain(runtime: Runtime) -> SandboxChain:
     return runtime.sandbox_chain
 
 
-def _fresh_code(runtime: Runtime, holder: accounts.CreatedAccount) -> str:
-    clock: FrozenClock = runtime.clock  # type: ignore[assignment]
-    clock.advance(30)  # a new authenticator step: its code is unused
-    return str(pyotp.TOTP(holder.totp_secret).at(clock.now()))
-
-
-def _fresh_address() -> str:
-    return checksum_address(address_of(secrets.token_bytes(32)))
-
-
-def _rows(runtime: Runtime) -> list[dict[str, object]]:
-    with runtime.db.read() as conn:
-        return [dict(row._mapping) for row in conn.execute(withdrawals_table.select())]
-
-
 def test_a_fresh_code_moves_the_usdc_and_the_treasury_pays_the_gas(
     chained_runtime: Runtime, deps: PortalDeps, holder: accounts.CreatedAccount
 ) -> None:
     chain = _chain(chained_runtime)
     wallet = parse_address(holder.wallet_address)
-    to = _fresh_address()
+    to = fresh_address()
     before = chain.usdc_balance(wallet)
 
     sent = withdrawals.withdraw(
-        deps, holder.account_id, SANDBOX, to, "1", _fresh_code(chained_runtime, holder)
+        deps, holder.account_id, SANDBOX, to, "1", fresh_code(chained_runtime, holder)
     )
 
     assert chain.usdc_balance(wallet) == before - ONE_USDC
@@ -88,7 +64,7 @@ def test_a_fresh_code_moves_the_usdc_and_the_treasury_pays_the_gas(
     assert [t["topics"][1][-40:] for t in transfers] == [holder.wallet_address[2:].lower()]
     assert transfers[0]["topics"][2][-40:] == to[2:].lower()
 
-    [row] = _rows(chained_runtime)
+    [row] = stored_withdrawals(chained_runtime)
     assert row["account_id"] == holder.account_id
     assert (row["to_address"], row["amount"], row["network"]) == (to, ONE_USDC, SANDBOX)
     assert (row["status"], row["transaction_hash"]) == ("sent", sent.transaction_hash)
@@ -104,14 +80,14 @@ def test_a_replayed_or_wrong_code_moves_nothing(
 ) -> None:
     chain = _chain(chained_runtime)
     wallet = parse_address(holder.wallet_address)
-    code = _fresh_code(chained_runtime, holder)
-    withdrawals.withdraw(deps, holder.account_id, SANDBOX, _fresh_address(), "0.5", code)
+    code = fresh_code(chained_runtime, holder)
+    withdrawals.withdraw(deps, holder.account_id, SANDBOX, fresh_address(), "0.5", code)
     after_first = chain.usdc_balance(wallet)
 
-    victim = _fresh_address()
+    victim = fresh_address()
     with pytest.raises(CredentialsRefused):  # the same code again: already used
         withdrawals.withdraw(deps, holder.account_id, SANDBOX, victim, "1", code)
-    wrong = f"{(int(_fresh_code(chained_runtime, holder)) + 1) % 1_000_000:06d}"
+    wrong = f"{(int(fresh_code(chained_runtime, holder)) + 1) % 1_000_000:06d}"
     with pytest.raises(CredentialsRefused):
         withdrawals.withdraw(deps, holder.account_id, SANDBOX, victim, "1", wrong)
     with pytest.raises(CredentialsRefused):
@@ -119,7 +95,7 @@ def test_a_replayed_or_wrong_code_moves_nothing(
 
     assert chain.usdc_balance(wallet) == after_first
     assert chain.usdc_balance(parse_address(victim)) == 0
-    assert len(_rows(chained_runtime)) == 1
+    assert len(stored_withdrawals(chained_runtime)) == 1
 
 
 @pytest.mark.parametrize(
@@ -149,7 +125,7 @@ def test_refused_withdrawals_spend_no_code_and_move_nothing(
     pointer: str,
 ) -> None:
     chain = _chain(chained_runtime)
-    fresh = _fresh_address()
+    fresh = fresh_address()
     # One letter in the wrong case: the same bytes, a checksum that no longer matches.
     letter = next(i for i, char in enumerate(fresh) if i > 1 and char.isalpha())
     mistyped = fresh[:letter] + fresh[letter].swapcase() + fresh[letter + 1 :]
@@ -161,13 +137,13 @@ def test_refused_withdrawals_spend_no_code_and_move_nothing(
     }.get(to, to)
     wallet = parse_address(holder.wallet_address)
     before = chain.usdc_balance(wallet)
-    code = _fresh_code(chained_runtime, holder)
+    code = fresh_code(chained_runtime, holder)
 
     with pytest.raises(WithdrawalRefused) as refused:
         withdrawals.withdraw(deps, holder.account_id, SANDBOX, address, amount, code)
     assert refused.value.extensions["pointer"] == pointer
     assert chain.usdc_balance(wallet) == before
-    assert _rows(chained_runtime) == []
+    assert stored_withdrawals(chained_runtime) == []
     # The code was not spent by the refusal: it still carries a real withdrawal.
     withdrawals.withdraw(deps, holder.account_id, SANDBOX, fresh, "0.25", code)
     assert chain.usdc_balance(wallet) == before - 250_000
@@ -177,10 +153,10 @@ def test_mainnet_without_a_relayer_is_refused_clearly(
     chained_runtime: Runtime, deps: PortalDeps, holder: accounts.CreatedAccount
 ) -> None:
     with pytest.raises(WithdrawalUnavailable) as refused:
-        withdrawals.review(deps, holder.account_id, "eip155:8453", _fresh_address(), "1")
+        withdrawals.review(deps, holder.account_id, "eip155:8453", fresh_address(), "1")
     assert "PAYSIGN_MAINNET_RELAYER_KEY" in refused.value.detail
     with pytest.raises(WithdrawalRefused):
-        withdrawals.review(deps, holder.account_id, "eip155:1", _fresh_address(), "1")
+        withdrawals.review(deps, holder.account_id, "eip155:1", fresh_address(), "1")
 
 
 def test_no_sandbox_chain_is_refused_clearly(
@@ -188,7 +164,7 @@ def test_no_sandbox_chain_is_refused_clearly(
 ) -> None:
     chainless = portal_deps(dataclasses.replace(chained_runtime, sandbox_chain=None))
     with pytest.raises(WithdrawalUnavailable) as refused:
-        withdrawals.review(chainless, holder.account_id, SANDBOX, _fresh_address(), "1")
+        withdrawals.review(chainless, holder.account_id, SANDBOX, fresh_address(), "1")
     assert "no sandbox chain" in refused.value.detail
 
 
@@ -197,9 +173,9 @@ def test_a_withdrawal_is_in_the_activity_and_its_export(
 ) -> None:
     from paysign.services import activity
 
-    to = _fresh_address()
+    to = fresh_address()
     sent = withdrawals.withdraw(
-        deps, holder.account_id, SANDBOX, to, "1.5", _fresh_code(chained_runtime, holder)
+        deps, holder.account_id, SANDBOX, to, "1.5", fresh_code(chained_runtime, holder)
     )
     everything = activity.page_of(
         chained_runtime.db, holder.account_id, activity.ActivityFilters(), size=10
@@ -265,45 +241,14 @@ def test_the_wallet_key_appears_in_no_log_record_or_row(
             deps,
             holder.account_id,
             SANDBOX,
-            _fresh_address(),
+            fresh_address(),
             "1",
-            _fresh_code(chained_runtime, holder),
+            fresh_code(chained_runtime, holder),
         )
     assert any(record["event"] == "withdrawal_sent" for record in records)
-    written = repr(records) + repr(sent) + repr(_rows(chained_runtime))
+    written = repr(records) + repr(sent) + repr(stored_withdrawals(chained_runtime))
     assert key.hex() not in written.lower()
     assert key.hex() not in repr(deps).lower()
-
-
-def test_withdrawals_per_account_a_day_are_limited_before_a_code_is_spent(
-    chained_runtime: Runtime, deps: PortalDeps, holder: accounts.CreatedAccount
-) -> None:
-    """The attack: dust withdrawals, each one's gas paid by the relayer, which sends one at a
-    time. Past the day's limit nothing is sent and the code stays unspent."""
-    limited = dataclasses.replace(deps, withdrawals_per_day=2)
-    wallet = parse_address(holder.wallet_address)
-    chain = _chain(chained_runtime)
-    with pytest.raises(CredentialsRefused):  # a wrong code sends nothing and counts nothing
-        withdrawals.withdraw(limited, holder.account_id, SANDBOX, _fresh_address(), "1", "000000")
-    for _ in range(2):
-        code = _fresh_code(chained_runtime, holder)
-        withdrawals.withdraw(
-            limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code
-        )
-    before = chain.usdc_balance(wallet)
-    code = _fresh_code(chained_runtime, holder)
-    with pytest.raises(WithdrawalRefused) as refused:
-        withdrawals.withdraw(
-            limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code
-        )
-    assert "2 withdrawals within 24 hours of the first" in str(refused.value)
-    assert chain.usdc_balance(wallet) == before and len(_rows(chained_runtime)) == 2
-    limited.credentials.fresh_code(holder.account_id, code)  # the refused form spent no code
-    clock: FrozenClock = chained_runtime.clock  # type: ignore[assignment]
-    clock.advance(86_400)
-    code = _fresh_code(chained_runtime, holder)
-    withdrawals.withdraw(limited, holder.account_id, SANDBOX, _fresh_address(), "0.000001", code)
-    assert chain.usdc_balance(wallet) == before - 1
 
 
 class _IdleChain:
@@ -329,8 +274,8 @@ def test_a_withdrawal_after_the_chain_was_idle_is_still_valid_when_mined(
     idle = dataclasses.replace(deps, sandbox_chain=_IdleChain(chain))
     wallet = parse_address(holder.wallet_address)
     before = chain.usdc_balance(wallet)
-    code = _fresh_code(chained_runtime, holder)
-    withdrawals.withdraw(idle, holder.account_id, SANDBOX, _fresh_address(), "1", code)
+    code = fresh_code(chained_runtime, holder)
+    withdrawals.withdraw(idle, holder.account_id, SANDBOX, fresh_address(), "1", code)
     assert chain.usdc_balance(wallet) == before - ONE_USDC
-    [row] = _rows(chained_runtime)
+    [row] = stored_withdrawals(chained_runtime)
     assert row["valid_before"] > clock.now()

@@ -13,6 +13,7 @@ answered "pending", or the process died) is settled later from the chain by the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import structlog
 
@@ -38,7 +39,6 @@ from paysign.protocol.eip712 import wrong_checksum
 from paysign.protocol.usdc import format_usdc, parse_typed_usdc
 from paysign.services.accounts import wallet_context
 from paysign.services.portal_deps import PortalDeps
-from paysign.services.sign_in import CredentialsRefused
 from paysign.services.signing_context import time_ordered_nonce
 from paysign.store import portal_repo, sign_in_repo, withdrawal_repo
 from paysign.store.repositories import KeyHolder
@@ -48,6 +48,10 @@ from paysign.store.withdrawal_repo import WithdrawalRow
 #: mined, short enough that a transfer never submitted cannot be used much later.
 VALID_SECONDS = 600
 DAY = 86_400
+#: The count of a withdrawal on its way (checked, not yet recorded) lasts this long at most:
+#: one whose process died while it was on its way stops counting then.
+IN_FLIGHT_SECONDS = 300
+IN_FLIGHT_KEY = "withdrawals-on-their-way:"
 NETWORKS = {BASE_SEPOLIA.caip2: "Base Sepolia (sandbox)", BASE_MAINNET.caip2: "Base"}
 
 log = structlog.get_logger("paysign.withdrawals")
@@ -94,47 +98,37 @@ def withdraw(
     no code spent), ``CredentialsRefused`` (a wrong, used or missing code: nothing sent),
     ``WithdrawalPending`` (submitted, not yet confirmed)."""
     plan, holder, chain = _plan(deps, account_id, network, to_text, amount_text)
-    # Counted before the code is checked, as a sign-in attempt is: withdrawals sent at once
-    # each see their own count, and one past the limit is refused with its code unspent.
-    counter = "withdrawals:" + account_id
-    with deps.db.write() as conn:
-        counted, _ = sign_in_repo.count_event(conn, counter, deps.clock.now(), DAY)
-    if counted > deps.withdrawals_per_day:
-        raise WithdrawalRefused(
-            f"this account has sent {deps.withdrawals_per_day} withdrawals within 24 hours of "
-            "the first of them, the most it may; send the next one when those 24 hours are "
-            "over, or fewer, larger ones",
-            pointer="/amount",
-        )
+    in_flight = _count_against_limit(deps, account_id)
     try:
         deps.credentials.fresh_code(account_id, code)
-    except CredentialsRefused:
-        with deps.db.write() as conn:  # nothing was sent: the attempt is taken back
-            sign_in_repo.uncount_event(conn, counter)
+        code_verified_at = deps.clock.now()
+        try:
+            # The dev chain mines only when asked: its newest block may be long past, and an
+            # authorization valid until then plus ten minutes would already have expired.
+            valid_before = max(chain.block_time(), deps.clock.now()) + VALID_SECONDS
+        except ChainError as exc:
+            raise _unavailable(exc, plan.network) from None
+        authorization = _signed_authorization(deps, holder, chain, plan, valid_before)
+        with deps.db.write() as conn:
+            withdrawal_id = withdrawal_repo.record(
+                conn,
+                account_id=account_id,
+                created_at=deps.clock.now(),
+                network=plan.network,
+                sandbox=plan.network == BASE_SEPOLIA.caip2,
+                from_address=plan.from_address,
+                to_address=plan.to_address,
+                amount=plan.amount,
+                nonce=authorization.nonce,
+                valid_before=valid_before,
+                fresh_code=True,
+                code_verified_at=code_verified_at,
+            )
+            sign_in_repo.uncount_event(conn, in_flight)  # counted from now on as recorded
+    except BaseException:
+        with deps.db.write() as conn:  # nothing recorded, nothing sent: no longer on its way
+            sign_in_repo.uncount_event(conn, in_flight)
         raise
-    code_verified_at = deps.clock.now()
-    try:
-        # The dev chain mines only when asked: its newest block may be long past, and an
-        # authorization valid until then plus ten minutes would already have expired.
-        valid_before = max(chain.block_time(), deps.clock.now()) + VALID_SECONDS
-    except ChainError as exc:
-        raise _unavailable(exc, plan.network) from None
-    authorization = _signed_authorization(deps, holder, chain, plan, valid_before)
-    with deps.db.write() as conn:
-        withdrawal_id = withdrawal_repo.record(
-            conn,
-            account_id=account_id,
-            created_at=deps.clock.now(),
-            network=plan.network,
-            sandbox=plan.network == BASE_SEPOLIA.caip2,
-            from_address=plan.from_address,
-            to_address=plan.to_address,
-            amount=plan.amount,
-            nonce=authorization.nonce,
-            valid_before=valid_before,
-            fresh_code=True,
-            code_verified_at=code_verified_at,
-        )
     try:
         receipt = chain.relay_transfer(authorization)
     except TransactionPending as pending:
@@ -157,6 +151,47 @@ def withdraw(
     return Withdrawal(
         withdrawal_id, plan.network, plan.to_address, plan.amount, receipt.transaction_hash
     )
+
+
+def _count_against_limit(deps: PortalDeps, account_id: str) -> str:
+    """Count this withdrawal against the limit of any 24 hours, before its code is checked:
+    those recorded in the 24 hours before now, and those on their way (counted here, not yet
+    recorded). One past the limit is refused, its code unspent. Returns the key of the count
+    on its way, which the caller takes back once the withdrawal is recorded or given up.
+
+    The count and the read share one write transaction, which on PostgreSQL holds the
+    counter's row until it ends: withdrawals sent at once each see the others."""
+    key = IN_FLIGHT_KEY + account_id
+    now = deps.clock.now()
+    with deps.db.write() as conn:
+        on_their_way, _ = sign_in_repo.count_event(conn, key, now, IN_FLIGHT_SECONDS)
+        recorded = withdrawal_repo.recorded_since(conn, account_id, now - DAY)
+        if len(recorded) + on_their_way > deps.withdrawals_per_day:
+            # Raised in the transaction, which rolls back: a refused one is not on its way.
+            raise _over_the_limit(deps.withdrawals_per_day, recorded, on_their_way)
+    return key
+
+
+def _over_the_limit(limit: int, recorded: list[int], on_their_way: int) -> WithdrawalRefused:
+    if len(recorded) < limit:
+        return WithdrawalRefused(
+            f"{limit} withdrawals in 24 hours is this account's most, and others are being "
+            "sent right now; send this one again in a minute",
+            pointer="/amount",
+        )
+    # Enough of the oldest must turn 24 hours old to leave room for this one and the others
+    # on their way.
+    next_at = recorded[min(len(recorded) - limit + on_their_way - 1, len(recorded) - 1)] + DAY
+    return WithdrawalRefused(
+        f"this account has sent {limit} withdrawals in the last 24 hours, the most it may; "
+        f"the next one can be sent from {_shown(next_at)}, or send fewer, larger ones",
+        pointer="/amount",
+    )
+
+
+def _shown(unix_seconds: int) -> str:
+    moment = datetime.fromtimestamp(unix_seconds, tz=UTC)
+    return f"{moment.day} {moment:%b %Y, %H:%M:%S} UTC"
 
 
 def history(deps: PortalDeps, account_id: str) -> list[WithdrawalRow]:

@@ -70,6 +70,18 @@ def record(
     return int(inserted)
 
 
+def recorded_since(conn: Connection, account_id: str, since: int) -> list[int]:
+    """When each of the account's withdrawals recorded after ``since`` was, oldest first
+    (whatever its outcome: each was sent with a fresh code and its gas paid)."""
+    c = withdrawals.c
+    rows = conn.execute(
+        sa.select(c.created_at)
+        .where(c.account_id == account_id, c.created_at > since)
+        .order_by(c.created_at)
+    )
+    return [int(created_at) for (created_at,) in rows]
+
+
 def finish(conn: Connection, withdrawal_id: int, status: str, transaction_hash: str | None) -> None:
     if status not in STATUSES:
         raise ValueError(f"{status!r} is not a withdrawal status")
