@@ -19,7 +19,6 @@ from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
 from mcp.server.auth.handlers.revoke import RevocationHandler
 from mcp.server.auth.handlers.token import TokenHandler
-from mcp.server.auth.middleware.client_auth import ClientAuthenticator
 from mcp.server.auth.settings import ClientRegistrationOptions
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paysign.http.asgi_body import read_body, replaying
 from paysign.http.cors import open_to_browsers
 from paysign.oauth.basic_credentials import BasicCredentials
+from paysign.oauth.client_auth import DigestClientAuthenticator
 from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
 from paysign.services.oauth_clients import MAX_BODY_BYTES, TOO_LARGE, Registrations
@@ -202,7 +202,7 @@ def create_oauth_routes(
     base = urlsplit(issuer).path.rstrip("/")
     provider = PaysignProvider(service, registrations, f"{issuer}/login")
     pages = SignInPages(service, f"{issuer}/login", f"{issuer}/consent")
-    authenticator = ClientAuthenticator(provider)
+    authenticator = DigestClientAuthenticator(provider, registrations)
     registration = RegistrationHandler(
         provider,
         options=ClientRegistrationOptions(

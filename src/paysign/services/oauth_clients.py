@@ -36,6 +36,8 @@ _MAX_JWKS_CHARS = 8 * 1024
 # Characters that would let a client name read differently from what it is (bidi overrides).
 _DISGUISING = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _KEY_PREFIX = "register:"
+#: Where a client's secret is kept, as its SHA-256 (it is 32 random bytes: no slow hash needed).
+SECRET_DIGEST = "client_secret_sha256"  # noqa: S105 (a field name)
 
 TOO_LARGE = "the registration request is larger than 64 KiB"
 
@@ -89,6 +91,22 @@ def check_metadata(metadata: dict[str, Any]) -> None:
             raise RedirectRefused(problem)
 
 
+def stored_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The metadata as stored: the client secret replaced by its digest, so a copy of the
+    database holds none that authenticates.
+
+    >>> stored_metadata({"client_name": "A", "client_secret": "s3cret"})[SECRET_DIGEST][:12]
+    '1ec1c26b50d5'
+    >>> "client_secret" in stored_metadata({"client_secret": "s3cret"})
+    False
+    """
+    stored = {key: value for key, value in metadata.items() if key != "client_secret"}
+    secret = metadata.get("client_secret")
+    if isinstance(secret, str):
+        stored[SECRET_DIGEST] = digest(secret)
+    return stored
+
+
 def address_key(address: str) -> str:
     """The counter an address's registrations go to. An IPv6 host usually holds a whole /64,
     so that is one address here; an IPv4-mapped address is its IPv4 address.
@@ -118,16 +136,26 @@ class Registrations:
             raise TooManyRegistrations(max(1, started + window - now))
 
     def register(self, client_id: str, metadata: dict[str, Any]) -> str:
-        """Store a client; returns its registration access token (RFC 7592). Clients never
-        granted a code and stale counters are purged on the way."""
+        """Store a client, its secret (if it was issued one) as a digest; returns its
+        registration access token (RFC 7592). Clients never granted a code and stale counters
+        are purged on the way."""
         check_metadata(metadata)
         token = secrets.token_urlsafe(32)
         now = self.clock.now()
+        stored = stored_metadata(metadata)
         with self.db.write() as conn:
             oauth_repo.purge_ungranted_clients(conn, now - self.limits.ungranted_ttl)
             sign_in_repo.purge_counts(conn, _KEY_PREFIX, now - self.limits.window)
-            oauth_repo.insert_client(conn, client_id, json.dumps(metadata), digest(token), now)
+            oauth_repo.insert_client(conn, client_id, json.dumps(stored), digest(token), now)
         return token
+
+    def secret_matches(self, client_id: str, presented: str) -> bool:
+        """Whether ``presented`` is the secret the client was issued (compared as digests, in
+        constant time)."""
+        with self.db.read() as conn:
+            row = oauth_repo.find_client(conn, client_id)
+        stored = None if row is None else json.loads(row.metadata).get(SECRET_DIGEST)
+        return isinstance(stored, str) and hmac.compare_digest(stored, digest(presented))
 
     def was_granted(self, client_id: str) -> bool:
         """Whether a holder has ever granted the client a code: until then, anyone may have
@@ -136,8 +164,19 @@ class Registrations:
             return oauth_repo.client_was_granted(conn, client_id)
 
     def for_registration_token(self, client_id: str, token: str) -> dict[str, Any] | None:
-        with self.db.read() as conn:
+        """The client's registration (RFC 7592 §2.1), or ``None`` for a wrong token. Only the
+        secret's digest is kept, so a client that has a secret is issued a new one, which the
+        answer carries; the old one stops working (as RFC 7592 §3 allows)."""
+        with self.db.write() as conn:
             row = oauth_repo.find_client(conn, client_id)
-        if row is None or not hmac.compare_digest(row.registration_token_hash, digest(token)):
-            return None
-        return dict(json.loads(row.metadata))
+            if row is None or not hmac.compare_digest(row.registration_token_hash, digest(token)):
+                return None
+            metadata = dict(json.loads(row.metadata))
+            if SECRET_DIGEST not in metadata:
+                return metadata
+            metadata.pop(SECRET_DIGEST)
+            metadata["client_secret"] = secrets.token_hex(32)
+            oauth_repo.update_client_metadata(
+                conn, client_id, json.dumps(stored_metadata(metadata))
+            )
+        return metadata

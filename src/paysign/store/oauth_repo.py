@@ -59,6 +59,11 @@ def find_client(conn: Connection, client_id: str) -> ClientRow | None:
     return None if row is None else ClientRow(*row)
 
 
+def update_client_metadata(conn: Connection, client_id: str, metadata: str) -> None:
+    c = oauth_clients.c
+    conn.execute(oauth_clients.update().where(c.client_id == client_id).values(metadata=metadata))
+
+
 def client_was_granted(conn: Connection, client_id: str) -> bool:
     """Whether a holder has ever granted the client a code."""
     c = oauth_clients.c

@@ -230,8 +230,8 @@ sa.Index("ix_test_fund_grants_account", test_fund_grants.c.account_id, test_fund
 # --- oauth: the authorization server for the connector --------------------------------------
 
 # Clients registered with RFC 7591 dynamic registration; ``metadata`` is the registered
-# client information as JSON (the client secret included: it is compared in constant time by
-# the SDK's client authenticator). The RFC 7592 registration access token is stored hashed.
+# client information as JSON, the client secret replaced by its SHA-256
+# (``client_secret_sha256``). The RFC 7592 registration access token is stored hashed.
 oauth_clients = sa.Table(
     "oauth_clients",
     metadata,
