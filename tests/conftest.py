@@ -361,3 +361,15 @@ def chained_runtime(runtime: Runtime, sandbox_chain: object) -> Runtime:
     import dataclasses
 
     return dataclasses.replace(runtime, sandbox_chain=sandbox_chain)
+
+
+#: The digits 0-9 of other scripts (Arabic-Indic, Persian, full-width, superscript): digits to
+#: ``str.isdigit``, but never in a code an authenticator shows or a number a URL holds.
+OTHER_SCRIPTS_DIGITS = [
+    "".join(chr(first + i) for i in range(10)) for first in (0x660, 0x6F0, 0xFF10)
+] + ["\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"]
+
+
+def in_other_digits(code: str) -> list[str]:
+    """``code`` written in each of ``OTHER_SCRIPTS_DIGITS``."""
+    return [code.translate(str.maketrans("0123456789", digits)) for digits in OTHER_SCRIPTS_DIGITS]

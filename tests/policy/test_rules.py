@@ -89,6 +89,8 @@ def test_parse(text: str, host: str, path: str) -> None:
         "api.example.com:65536",
         "api.example.com:https",
         "api.example.com:-1",
+        "api.example.com:\uff18\uff10\uff18\uff10",  # full-width digits: no URL's port
+        "api.example.com:\u00b2",
         "api.example.com:80:80",
         "api.exa mple.com",
         "api.exa\tmple.com",
@@ -336,9 +338,11 @@ def test_rules_survive_their_own_rendering(case: tuple[str, str]) -> None:
 
 
 def _plain_segment(text: str) -> bool:
-    """Neither a dot segment (``;parameters`` aside) nor a refused one; a rule is stripped."""
+    """Neither a dot segment (``;parameters`` aside) nor a refused one (a lone ``*`` ends no
+    rule); a rule is stripped."""
     name = text.partition(";")[0]
-    return name not in (".", "..") and not name.endswith((".", " ")) and text == text.strip()
+    plain = name not in (".", "..") and not name.endswith((".", " ")) and text != "*"
+    return plain and text == text.strip()
 
 
 SEGMENT_TEXT = st.text(

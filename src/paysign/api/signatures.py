@@ -56,7 +56,7 @@ async def read_json_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     if content_type.split(";", 1)[0].strip().lower() != "application/json":
         raise UnsupportedMediaType("send the body as JSON with Content-Type: application/json")
     declared = _header(scope, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestTooLarge(f"the body may be at most {limit} bytes")
     body = b""
     while True:

@@ -49,7 +49,7 @@ def _too_large(request: Request) -> bool:
     """A browser's form always comes with its length: anything longer than a form, or sent
     without a length (chunked), is refused before a byte of it is read."""
     length = request.headers.get("content-length", "")
-    return not length.isdigit() or int(length) > MAX_FORM_BYTES
+    return not (length.isascii() and length.isdigit()) or int(length) > MAX_FORM_BYTES
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:

@@ -143,7 +143,7 @@ async def _invalid_request(
 async def bounded_body(request: Request, limit: int) -> bytes | None:
     """The request body, or ``None`` once it is longer than ``limit`` (the rest unread)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0

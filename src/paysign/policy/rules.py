@@ -125,7 +125,7 @@ def parse_rule(text: str) -> Rule:
         host = normalise_host(hostname)
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}") from None
-    if port and (not port.isdigit() or not 0 < int(port) < 65536):
+    if port and (not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536):
         raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
     # 80 and 443 are default ports: a seller location with no port is on one of them, and which
     # one depends on a scheme rules do not have, so "host:443" is read as "host". "0443" is 443.

@@ -279,9 +279,12 @@ def matching_step(secret: str, code: str, now: int) -> int | None:
     True
     >>> matching_step(secret, "12 34", 1_800_000_000) is None
     True
+    >>> matching_step(secret, "١٢٣٤٥٦", 1_800_000_000) is None  # digits, but not 0-9
+    True
     """
     code = code.strip().replace(" ", "")
-    if not (code.isdigit() and len(code) == 6):
+    # str.isdigit admits every script's digits, which no authenticator shows.
+    if not (len(code) == 6 and code.isascii() and code.isdigit()):
         return None
     totp = pyotp.TOTP(secret, interval=TOTP_STEP)
     current = now // TOTP_STEP
