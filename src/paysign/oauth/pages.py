@@ -189,7 +189,7 @@ class SignInPages:
             if not pending.signed_in:
                 return RedirectResponse(f"{self.login_path}?txn={txn}", status_code=303)
             name = await run_in_threadpool(_client_name, self.service, pending)
-            host = urlsplit(pending.params["redirect_uri"]).netloc
+            host = _destination(pending.params["redirect_uri"])
             body = (
                 f"<p><strong>{escape(name)}</strong> asks to use your paysign connector: list "
                 "its tools and call them for you, within your source policy and spend caps.</p>"
@@ -227,3 +227,20 @@ class SignInPages:
         response = RedirectResponse(target, status_code=302, headers={"Cache-Control": "no-store"})
         self.cookie.forget(response, txn)
         return response
+
+
+def _destination(redirect_uri: str) -> str:
+    """Where the browser goes: the host (and a port other than 443), nothing before an '@'.
+
+    >>> _destination("https://claude.ai@evil.example/cb"), _destination("https://[::2]:8443/")
+    ('evil.example', '[::2]:8443')
+    """
+    parts = urlsplit(redirect_uri)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port not in (None, 443) else host

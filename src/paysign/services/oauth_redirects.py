@@ -24,6 +24,10 @@ LOOPBACK_REFUSED = (
 HTTPS_REQUIRED = "redirect URIs must be https:// addresses (spec 5.2 step 3)"
 NOT_A_URL = "the redirect URI is not a valid URL"
 NOT_CANONICAL = "write the redirect URI's host the way browsers do: {host}"
+CREDENTIALS_REFUSED = (
+    "a redirect URI must not carry a user name or password: a browser goes to the host after "
+    "the '@', while the sign-in page would show what comes before it"
+)
 
 _URL: TypeAdapter[AnyUrl] = TypeAdapter(AnyUrl)
 # Names that resolve to this machine on common systems without asking DNS (/etc/hosts).
@@ -84,6 +88,8 @@ def redirect_uri_problem(uri: str) -> str | None:
     'redirect URIs must be https:// addresses (spec 5.2 step 3)'
     >>> redirect_uri_problem("https://010.8.8.8/cb")
     "write the redirect URI's host the way browsers do: 8.8.8.8"
+    >>> redirect_uri_problem("https://claude.ai@evil.example/cb") == CREDENTIALS_REFUSED
+    True
     """
     try:
         read = _URL.validate_python(uri)
@@ -97,6 +103,8 @@ def redirect_uri_problem(uri: str) -> str | None:
         return LOOPBACK_REFUSED
     if read.scheme != "https" or written.scheme != "https" or not host or read.fragment:
         return HTTPS_REQUIRED
+    if "@" in written.netloc or read.username is not None or read.password is not None:
+        return CREDENTIALS_REFUSED
     if written_host != host.strip("[]"):
         return NOT_CANONICAL.format(host=host)
     return None
