@@ -120,7 +120,7 @@ def decide(
 ) -> Decision:
     """Judge one seller location. ``grants`` may hold unrelated rules: only matches count."""
     grants = tuple(grants)
-    deny = _most_specific(g for g in grants if g.kind == "deny" and g.rule.denies(where))
+    deny = _most_specific(g for g in grants if g.kind == "deny" and g.rule.matches_any_case(where))
     if deny is not None:
         return Decision(
             Outcome.DENIED, f"{where} matches deny rule {deny.rule}", str(deny.rule), tier
@@ -136,12 +136,15 @@ def decide(
     allowing = [g for g in grants if g.kind == "allow" and g.rule.matches(where)]
     allow = _most_specific(allowing)
     if allow is not None:
-        budgets = tuple(
-            sorted(
-                ((g.rule, g.budget) for g in allowing if g.budget),
-                key=lambda budget: str(budget[0]),
-            )
+        # Every budget the seller falls under binds, in any letter case of its path: with
+        # "/premium" budgeted under an allowed host, "/PREMIUM" is the same paid API to many
+        # servers, and must not be a way around the budget.
+        budgeted = (
+            (g.rule, g.budget)
+            for g in grants
+            if g.kind == "allow" and g.budget and g.rule.matches_any_case(where)
         )
+        budgets = tuple(sorted(budgeted, key=lambda budget: str(budget[0])))
         reason = f"{where} matches allow rule {allow.rule}"
         return Decision(Outcome.ALLOWED, reason, str(allow.rule), tier, budgets)
     if policy.needs_approval(tier):

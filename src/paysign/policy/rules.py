@@ -5,9 +5,10 @@ subdomain (not the apex). A rule without a port covers every port of its host â€
 cannot be dodged on another port; a rule with a port covers that port only, except that ports
 80 and 443 are default ports and are dropped (``host:443`` is the rule ``host``). The path prefix
 matches on segment boundaries: ``/v1`` covers ``/v1`` and ``/v1/x``, never ``/v10``. A deny
-rule's path also covers its spellings in other letter case (``denies``): many servers read
-``/Admin`` as ``/admin``, and an agent must not get past a deny rule by capitalising. An allow
-rule covers its path in the case written, and no more.
+rule's path, and an allow rule's budget, also cover the path's spellings in other letter case
+(``matches_any_case``): many servers read ``/Admin`` as ``/admin`` (some ``/ADM\u0131N`` too),
+and an agent must not get past a deny rule, or spend past a budget, by capitalising. An allow
+rule grants its path in the case written, and no more.
 
     >>> rule = parse_rule("*.Example.org/v1/")
     >>> str(rule), rule.matches(seller_location("https://a.b.example.org/v1/quote?q=1"))
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import unquote
 
 from paysign.policy.seller import (
     SellerLocation,
@@ -49,16 +51,21 @@ class Rule:
     def matches(self, location: SellerLocation) -> bool:
         return self._host_matches(location) and _path_has_prefix(location.path, self.path)
 
-    def denies(self, location: SellerLocation) -> bool:
-        """``matches``, the path compared in any letter case: how a deny rule is applied.
+    def matches_any_case(self, location: SellerLocation) -> bool:
+        """``matches``, the path compared in any letter case: how a deny rule and an allow
+        rule's budget are applied.
 
         >>> rule = parse_rule("shop.example.com/admin")
         >>> where = seller_location("https://shop.example.com/ADMIN/users")
-        >>> rule.matches(where), rule.denies(where)
+        >>> rule.matches(where), rule.matches_any_case(where)
         (False, True)
+        >>> parse_rule("shop.example.com/cafÃ©").matches_any_case(
+        ...     seller_location("https://shop.example.com/CAF%C3%89/menu")
+        ... )
+        True
         """
         return self._host_matches(location) and _path_has_prefix(
-            location.path.lower(), self.path.lower()
+            _folded(location.path), _folded(self.path)
         )
 
     def _host_matches(self, location: SellerLocation) -> bool:
@@ -69,6 +76,21 @@ class Rule:
         if rule_host.startswith("*."):
             return hostname.endswith(rule_host[1:])
         return hostname == rule_host
+
+
+@lru_cache(maxsize=4096)
+def _folded(path: str) -> str:
+    """A normalised path decoded and case-folded, for comparing in any letter case. Its
+    segments hold no ``/`` (a decoded ``%2F`` already split them), so the prefix still stops
+    at segment boundaries. The dotted and dotless i fold to ``i``, as Java's
+    ``equalsIgnoreCase`` has them.
+
+    >>> _folded("/ADM%C4%B0N"), _folded("/adm%C4%B1n"), _folded("/Stra%C3%9Fe")
+    ('/admin', '/admin', '/strasse')
+    """
+    if path.isascii() and "%" not in path:
+        return path.lower()
+    return unquote(path).casefold().replace("i\u0307", "i").replace("\u0131", "i")
 
 
 def _path_has_prefix(path: str, prefix: str) -> bool:

@@ -50,10 +50,10 @@ _HOST_NAME = re.compile(r"(?=.{1,253}\Z)[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*"
 # IDNA 2003 (Python's codec) maps these away; IDNA 2008 and browsers keep them, so the same
 # spelling would name two different hosts. They are refused rather than guessed.
 _IDNA_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
-# In a path decoded once: a control byte, or an escape that a second decoding turns into a
-# separator, a dot, a parameter mark, another escape or a control byte.
+# In a path decoded once: a control byte, or an escape that a second decoding would turn into
+# another character (a server that decodes twice reads "/%2561dmin" as "/admin").
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
-_ESCAPED_TWICE = re.compile(rb"%(?:2[ef]|5c|3b|25|[01][0-9a-f]|7f)", re.IGNORECASE)
+_ESCAPED_TWICE = re.compile(rb"%[0-9a-f]{2}", re.IGNORECASE)
 #: The longest canonical host (port included) and path the ledger records. Escaping can make a
 #: path three to twelve times its spelling, so a URL within its own limit may still pass them.
 MAX_HOST_LENGTH = 255
@@ -188,8 +188,8 @@ def normalise_path(path: str) -> str:
         raise ValueError("has a control character (such as %00) in its path")
     if _ESCAPED_TWICE.search(raw):
         raise ValueError(
-            "has a doubly percent-encoded '.', '/', '\\', ';', '%' or control character "
-            "(such as %252e) in its path"
+            "has a doubly percent-encoded character (such as %252e or %2561) in its path, "
+            "which a server that decodes twice reads as another"
         )
     try:
         raw.decode("utf-8")

@@ -95,7 +95,7 @@ def examples(rule: Rule, kind: Literal["allow", "deny"] = "allow") -> list[Examp
         candidates.append((f"https://{at.upper()}{path}", "capital letters in the host"))
     if path.lower() != path.upper():
         candidates.append((f"https://{at}{path.swapcase()}", "the path in other letter case"))
-    applies = rule.denies if kind == "deny" else rule.matches
+    applies = rule.matches_any_case if kind == "deny" else rule.matches
     found: list[Example] = []
     for url, why in candidates:
         try:
@@ -112,7 +112,7 @@ def _note(
 ) -> str:
     """What else decides this seller: a deny rule is applied before any allow rule."""
     if kind == "allow":
-        blocking = next((d for d in deny if d.denies(where)), None)
+        blocking = next((d for d in deny if d.matches_any_case(where)), None)
         if blocking is not None:
             return f"still refused: deny rule {blocking} comes first"
     else:
@@ -135,7 +135,7 @@ def preview(
         return result
     result.rule = str(rule)
     result.examples = examples(rule, kind)
-    applies = rule.denies if kind == "deny" else rule.matches
+    applies = rule.matches_any_case if kind == "deny" else rule.matches
     needle = split_host_port(rule.host.removeprefix("*."))[0]
     with deps.db.read() as conn:
         document = policy_repo.load_document(conn, account_id)
