@@ -1,6 +1,7 @@
 """Real receivers for notifications: a webhook endpoint (HTTP on 127.0.0.1) that keeps what it
 is sent and answers the statuses it is told to, and an SMTP server (aiosmtpd) that keeps the
-messages it accepts."""
+messages it accepts, their envelope recipients and, when it offers AUTH without TLS (as a
+server whose STARTTLS an attacker stripped does), the credentials it was sent."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from conftest import free_port
 
@@ -64,20 +66,39 @@ class WebhookReceiver:
 
 
 class _Keep:
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], recipients: list[list[str]]) -> None:
         self.messages = messages
+        self.recipients = recipients
 
     async def handle_DATA(self, server: object, session: object, envelope: Any) -> str:
         self.messages.append(message_from_bytes(envelope.content))
+        self.recipients.append(list(envelope.rcpt_tos))
         return "250 OK"
 
 
 class SmtpSink:
-    def __init__(self) -> None:
+    """``offer_auth_in_clear``: AUTH offered without STARTTLS, every login accepted and kept in
+    ``logins``."""
+
+    def __init__(self, *, offer_auth_in_clear: bool = False) -> None:
         self.messages: list[Message] = []
+        #: Each accepted message's envelope recipients (RCPT TO), in order.
+        self.recipients: list[list[str]] = []
+        self.logins: list[tuple[str, str]] = []
         self.port = free_port()
-        self.controller = Controller(_Keep(self.messages), hostname="127.0.0.1", port=self.port)
+        auth: dict[str, Any] = {}
+        if offer_auth_in_clear:
+            auth = {"auth_require_tls": False, "authenticator": self._keep_login}
+        self.controller = Controller(
+            _Keep(self.messages, self.recipients), hostname="127.0.0.1", port=self.port, **auth
+        )
         self.url = f"smtp://127.0.0.1:{self.port}"
+
+    def _keep_login(self, *args: Any) -> AuthResult:
+        credentials = args[-1]
+        if isinstance(credentials, LoginPassword):
+            self.logins.append((credentials.login.decode(), credentials.password.decode()))
+        return AuthResult(success=True)
 
     def __enter__(self) -> SmtpSink:
         self.controller.start()

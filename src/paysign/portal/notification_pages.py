@@ -93,9 +93,16 @@ class NotificationPages:
         if session is None or session.account_id is None:
             return self.portal.refused(FORM_EXPIRED, 403)
         deps = self.portal.deps
-        queued = await run_in_threadpool(
-            notifications.send_test, deps.db, deps.clock, session.account_id
-        )
+        try:
+            queued = await run_in_threadpool(
+                notifications.send_test, deps.db, deps.clock, session.account_id
+            )
+        except notifications.TooManyTestSends as limited:
+            page = await self._page(
+                session, status=429, error=f"No test this time: {limited.detail}"
+            )
+            page.headers["Retry-After"] = str(limited.retry_after)
+            return page
         if not queued:
             return await self._page(session, status=400, error="Add a webhook or email first.")
         return self.portal.after_post(

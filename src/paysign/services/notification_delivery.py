@@ -25,8 +25,9 @@ from paysign.clock import Clock
 from paysign.custody.vault import KeyVault, SealedSecret
 from paysign.policy.caps import iso
 from paysign.protocol.usdc import format_usdc
-from paysign.services.notifications import webhook_context
+from paysign.services.notifications import is_plain_address, webhook_context
 from paysign.store import notification_repo
+from paysign.store.activity_outbound import scrubbed
 from paysign.store.database import Database
 from paysign.store.notification_repo import KEY_EXPIRING, Delivery
 
@@ -39,6 +40,8 @@ WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024
 #: A holder is told this long before their API key expires; the keys are looked at this often.
 KEY_EXPIRY_NOTICE_SECONDS = 3 * 24 * 3600
 KEY_CHECK_INTERVAL_SECONDS = 60
+#: The longest delivery error kept (the column's size).
+MAX_ERROR_LENGTH = 500
 
 
 class WebhookUnreachable(Exception):
@@ -86,15 +89,21 @@ def payload(delivery: Delivery) -> dict[str, object]:
     return {"type": event_type(event.event), "timestamp": iso(event.created_at), "data": data}
 
 
+class StartTlsMissing(smtplib.SMTPException):
+    """The smtp:// server did not offer STARTTLS, so its credentials were not sent."""
+
+
 @dataclass(frozen=True, slots=True)
 class SmtpSettings:
-    """``url``: ``smtp://[user:password@]host[:port]`` (STARTTLS when the server offers it),
-    or ``smtps://`` (TLS from the start)."""
+    """``url``: ``smtp://[user:password@]host[:port]`` (STARTTLS when the server offers it,
+    and required before a user name and password are sent), or ``smtps://`` (TLS from the
+    start)."""
 
     url: str
     sender: str
 
-    def send(self, message: EmailMessage, timeout: float = 20.0) -> None:
+    def send(self, message: EmailMessage, recipient: str, timeout: float = 20.0) -> None:
+        """Send ``message`` to ``recipient`` alone, whatever its headers say."""
         parts = urlsplit(self.url)
         if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
             raise ValueError("the SMTP URL is smtp://host[:port] or smtps://host[:port]")
@@ -114,9 +123,28 @@ class SmtpSettings:
                 if client.has_extn("starttls"):
                     client.starttls(context=ssl.create_default_context())
                     client.ehlo()
+                elif parts.username:
+                    # Anyone on the path can strip STARTTLS from the server's answer; the
+                    # password is not sent in the clear to find out whether they did.
+                    raise StartTlsMissing(
+                        "the SMTP server did not offer STARTTLS, so its password was not sent "
+                        "(use smtps://, or a server offering STARTTLS)"
+                    )
             if parts.username:
                 client.login(unquote(parts.username), unquote(parts.password or ""))
-            client.send_message(message)
+            # The envelope names the recipient: left to the library, it is read from the To
+            # header, whose syntax can name others.
+            client.send_message(message, to_addrs=[recipient])
+
+
+def kept_error(error: str, delivery: Delivery) -> str:
+    """The error as stored: a webhook's URL credentials elided before the text is cut, since a
+    cut could leave a piece of one too short to be recognised afterwards."""
+    if delivery.target.kind == "webhook":
+        error = scrubbed(error, delivery.target.url)
+    if len(error) <= MAX_ERROR_LENGTH:
+        return error
+    return error[: MAX_ERROR_LENGTH - 1] + "…"
 
 
 class Notifier:
@@ -173,6 +201,8 @@ class Notifier:
             )
 
     def _record(self, delivery: Delivery, error: str | None) -> None:
+        if error is not None:
+            error = kept_error(error, delivery)
         now = self.clock.now()
         retry_at = None
         if error is not None and delivery.attempts < len(RETRY_DELAYS):
@@ -221,7 +251,7 @@ class Notifier:
         try:
             status = await self.post_webhook(delivery.target.url, headers, body)
         except WebhookUnreachable as unreachable:
-            return str(unreachable)[:500]
+            return str(unreachable)
         if 200 <= status < 300:
             return None
         return f"the webhook answered HTTP {status}"
@@ -229,6 +259,9 @@ class Notifier:
     def _email(self, delivery: Delivery) -> str | None:
         if self.smtp is None:
             return "email is not configured on this server (PAYSIGN_SMTP_URL)"
+        if not is_plain_address(delivery.target.url):
+            # Added before addresses were checked as strictly as now.
+            return "not a plain email address; remove it and add the address again"
         event = delivery.event
         message = EmailMessage()
         message["From"] = self.smtp.sender
@@ -244,7 +277,7 @@ class Notifier:
             ]
         message.set_content("\n".join(lines))
         try:
-            self.smtp.send(message)
+            self.smtp.send(message, delivery.target.url)
         except (OSError, smtplib.SMTPException) as exc:
-            return f"sending the email failed: {type(exc).__name__}: {exc}"[:500]
+            return f"sending the email failed: {type(exc).__name__}: {exc}"
         return None

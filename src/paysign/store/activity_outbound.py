@@ -73,8 +73,24 @@ def scrubbed(text: str, url: str) -> str:
     'calling https://h.example/x failed: … refused'
     """
     text = _URL.sub(lambda found: shown_url(found.group(0)), text)
-    for secret in _secrets_of(url):
+    pieces = _secrets_of(url)
+    for secret in pieces:
         text = text.replace(secret, ELIDED)
+    return _without_a_cut_secret(text, pieces)
+
+
+def _without_a_cut_secret(text: str, pieces: list[str]) -> str:
+    """``text`` without a tail that begins one of ``pieces``: errors stored before they were
+    scrubbed were cut at a fixed length, possibly inside a credential, leaving a piece too short
+    to be told from a word.
+
+    >>> _without_a_cut_secret("calling https://h.example/ab/T0SECRETto", ["T0SECRETtokenABCDEFG"])
+    'calling https://h.example/ab/…'
+    """
+    for secret in pieces:
+        for length in range(len(secret) - 1, 3, -1):
+            if text.endswith(secret[:length]):
+                return text[:-length] + ELIDED
     return text
 
 

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from paysign.store.schema import (
+    accounts,
     api_keys,
     notification_deliveries,
     notification_outbox,
@@ -243,11 +244,42 @@ def _delivery(row: sa.Row[tuple[object, ...]]) -> Delivery:
     )
 
 
-def due_deliveries(conn: Connection, now: int, *, limit: int = 50) -> list[Delivery]:
+#: Due deliveries of one account taken in one round: what one event to every target makes.
+DUE_PER_ACCOUNT = 5
+
+
+def due_deliveries(
+    conn: Connection, now: int, *, limit: int = 50, per_account: int = DUE_PER_ACCOUNT
+) -> list[Delivery]:
+    """Due deliveries of accounts not disabled, taken round-robin: every account's oldest
+    first, then each one's second, and so on, at most ``per_account`` of an account, so one
+    account's backlog cannot hold back another's notices. A disabled account's stay pending,
+    unsent, until an operator enables it again."""
     d = notification_deliveries
-    due = sa.and_(d.c.status == "pending", d.c.next_attempt_at <= now)
-    rows = conn.execute(_deliveries(due).order_by(d.c.next_attempt_at).limit(limit)).all()
-    return [_delivery(row) for row in rows]
+    turn = (
+        sa.func.row_number()
+        .over(partition_by=d.c.account_id, order_by=(d.c.next_attempt_at, d.c.id))
+        .label("turn")
+    )
+    due = (
+        sa.select(d.c.id, d.c.next_attempt_at, turn)
+        .join(accounts, accounts.c.id == d.c.account_id)
+        .where(
+            d.c.status == "pending",
+            d.c.next_attempt_at <= now,
+            accounts.c.disabled_at.is_(None),
+        )
+        .subquery()
+    )
+    taken = (
+        sa.select(due.c.id, due.c.turn)
+        .where(due.c.turn <= per_account)
+        .order_by(due.c.turn, due.c.next_attempt_at, due.c.id)
+        .limit(limit)
+        .subquery()
+    )
+    query = _deliveries(d.c.id == taken.c.id).order_by(taken.c.turn, d.c.next_attempt_at, d.c.id)
+    return [_delivery(row) for row in conn.execute(query).all()]
 
 
 def deliveries_of(conn: Connection, account_id: str, *, limit: int = 50) -> list[Delivery]:
