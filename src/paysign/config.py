@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     #: process can answer it (no ``Mcp-Session-Id``, no GET stream, no list_changed for them).
     #: ``paysign serve --workers N`` sets it for its workers unless it is set.
     connector_stateless: bool = False
+    #: MCP sessions one credential may hold open in one process (for an account); opening one
+    #: more closes its least recently used session (``connector/sessions.py``).
+    connector_max_sessions_per_principal: int = Field(default=10, ge=1)
     #: The x402 Bazaar discovery index (``/discovery/search``, ``/discovery/resources``).
     bazaar_url: str = "https://api.cdp.coinbase.com/platform/v2/x402"
 

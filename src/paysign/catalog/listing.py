@@ -23,15 +23,19 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import orjson
+
 from paysign.catalog.inputs import check_input_item
 from paysign.catalog.match import template_of
+from paysign.catalog.tool_names import BUILTIN_TOOL_NAMES
 from paysign.errors import InvalidCatalog
 from paysign.policy.decide import Tier
 from paysign.policy.seller import seller_location
 from paysign.protocol.usdc import base_units_of
 
+# Matched whole (``fullmatch``): ``match`` would let ``$`` accept a name ending in a newline.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-RESERVED_NAMES = frozenset({"pay_x402", "search_bazaar"})
+_LISTING_URL = re.compile(r"https?://[^/?#\s]+(/[^?#\s]*)?")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_-]+)\}")
 _SOURCE_FIELDS = ("freshnessBand", "uptime", "license", "underlyingSource")
 _INPUT_KINDS = ("path", "query", "header")
@@ -131,6 +135,16 @@ def _judgeable(at: str, name: str, url: str, path: str, tier: Tier) -> None:
         ) from None
 
 
+def _storable(entry: dict[str, Any], at: str) -> None:
+    """Refuse an entry that cannot be written back as JSON (nested too deeply for the encoder,
+    an integer beyond 64 bits): it is stored and served as part of a catalog document, so it is
+    encoded here as one, where the refusal can name the listing."""
+    try:
+        orjson.dumps({"catalog": [entry]})
+    except orjson.JSONEncodeError as exc:
+        raise InvalidCatalog(at, f"cannot be stored as JSON: {exc}") from None
+
+
 def parse_listing(entry: object, index: int) -> Listing:
     """Validate one catalog entry; ``InvalidCatalog`` names the entry and the field."""
     at = f"/catalog/{index}"
@@ -143,14 +157,14 @@ def parse_listing(entry: object, index: int) -> Listing:
     except ValueError:
         raise InvalidCatalog(f"{at}/id", f"{listing_id!r} is not a UUID") from None
     name = _require(entry, "name", str, at)
-    if not TOOL_NAME.match(name):
+    if not TOOL_NAME.fullmatch(name):
         raise InvalidCatalog(
             f"{at}/name", f"{name!r} is not a valid tool name (1-64 of A-Z a-z 0-9 _ -)"
         )
-    if name in RESERVED_NAMES:
+    if name in BUILTIN_TOOL_NAMES:
         raise InvalidCatalog(f"{at}/name", f"{name!r} is the name of a built-in connector tool")
     url = _require(entry, "url", str, at)
-    if not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", url):
+    if not _LISTING_URL.fullmatch(url):
         raise InvalidCatalog(f"{at}/url", "must be an absolute http(s) URL without query")
     path = _require(entry, "path", str, at)
     if path and not path.startswith("/"):
@@ -190,6 +204,7 @@ def parse_listing(entry: object, index: int) -> Listing:
         for field in _SOURCE_FIELDS:
             _require(source, field, (str, int, float), f"{at}/source")
     _judgeable(at, name, url, path, tier)
+    _storable(entry, at)
     return Listing(listing_id.lower(), name, url, path, tier, price_usdc, dict(entry))
 
 

@@ -11,9 +11,10 @@ from typing import Any
 import mcp_types as types
 from starlette.concurrency import run_in_threadpool
 
+from paysign.catalog.tool_names import PAY_X402, SEARCH_BAZAAR, WALLET_STATUS
 from paysign.connector.payment import SellerCall, ToolFailure
 from paysign.connector.results import PAID_CALL_OUTPUT, SEARCH_OUTPUT, STATUS_OUTPUT
-from paysign.connector.tools import PAY_X402, SEARCH_BAZAAR, WALLET_STATUS, json_body, sandbox_flag
+from paysign.connector.tools import json_body, sandbox_flag
 from paysign.errors import PaysignError
 from paysign.protocol.usdc import base_units_at_most
 from paysign.services.budget import Budget

@@ -14,6 +14,7 @@
   challenge; a credential nobody accepts → 401 with ``error="invalid_token"``; both with the
   body ``{"message":"Unauthorized"}``. The principal goes into ``scope["user"]`` so the SDK binds
   each session to the credential that opened it; without sessions every request is checked alone.
+  Each credential holds a bounded number of sessions (``sessions.py``).
 * ``uvicorn`` runs the app with ``lifespan="off"``, so the session manager is started on the
   first request, in a task that lives as long as the event loop (``close`` stops it).
 """
@@ -27,7 +28,6 @@ import json
 import logging
 import weakref
 from typing import Any
-from urllib.parse import urlsplit
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -36,13 +36,12 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.models import InitializationOptions
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.subscriptions import ToolsListChanged
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
+from paysign.catalog.tool_names import PAY_X402, SEARCH_BAZAAR, WALLET_STATUS
 from paysign.config import Settings
 from paysign.connector.auth import ApiKeyResolver, CredentialResolver, challenge, scope_of
 from paysign.connector.bazaar import search_bazaar
@@ -56,14 +55,8 @@ from paysign.connector.builtin_tools import (
 )
 from paysign.connector.outbound import Outbound, OutboundLimits, OutboundRefused
 from paysign.connector.payment import ToolFailure, pay, seller_text
-from paysign.connector.tools import (
-    PAY_X402,
-    SEARCH_BAZAAR,
-    TOOL_TIERS,
-    WALLET_STATUS,
-    catalog_tools,
-    listing_call,
-)
+from paysign.connector.sessions import SESSION_HEADER, SessionLimits, session_manager
+from paysign.connector.tools import TOOL_TIERS, catalog_tools, listing_call
 from paysign.http.credentials import UNAUTHORIZED_BODY, Principal
 from paysign.policy.seller import seller_location
 from paysign.services.budget import Budget
@@ -96,18 +89,6 @@ class ConnectorServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
-
-
-def _hosts_and_origins(settings: Settings) -> tuple[list[str], list[str]]:
-    hosts = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    for url in (settings.resolved_mcp_url, settings.resolved_base_url):
-        parts = urlsplit(url)
-        hosts.append(parts.netloc)
-        origins.append(f"{parts.scheme}://{parts.netloc}")
-    hosts += [h.strip() for h in settings.connector_allowed_hosts.split(",") if h.strip()]
-    origins += [o.strip() for o in settings.connector_allowed_origins.split(",") if o.strip()]
-    return list(dict.fromkeys(hosts)), list(dict.fromkeys(origins))
 
 
 def _tool_error(failure: ToolFailure) -> types.CallToolResult:
@@ -201,16 +182,8 @@ class Connector:
         self.stateless = settings.connector_stateless
         if not self.stateless:  # a stateless request's connection has no channel to notify on
             self.server.middleware.append(self._track_connection)
-        hosts, origins = _hosts_and_origins(settings)
-        self.manager = StreamableHTTPSessionManager(
-            app=self.server,
-            stateless=self.stateless,
-            security_settings=TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=hosts,
-                allowed_origins=origins,
-            ),
-        )
+        self.manager = session_manager(self.server, settings)
+        self.sessions = SessionLimits(self.manager, settings.connector_max_sessions_per_principal)
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._runner: asyncio.Task[None] | None = None
         self._ready: asyncio.Event | None = None
@@ -289,6 +262,8 @@ class Connector:
         token = bearer_token(headers.get(b"authorization", b"").decode("latin-1"))
         principal = await self.resolver.resolve(token) if token is not None else None
         if principal is None:
+            session_id = headers.get(SESSION_HEADER, b"").decode("latin-1") or None
+            await self.sessions.refused(session_id, token)
             await self._unauthorized(send, invalid=token is not None)
             return
         access = AccessToken(
@@ -303,7 +278,7 @@ class Connector:
             return
         scope = {**scope, "user": AuthenticatedUser(access), PRINCIPAL_KEY: principal}
         await self._ensure_started()
-        await self.manager.handle_request(scope, receive, send)
+        await self.sessions.handle(principal, token or "", scope, receive, send)
 
     async def _unauthorized(self, send: Send, *, invalid: bool) -> None:
         value = challenge(self.mcp_url, invalid=invalid).encode()

@@ -37,9 +37,6 @@ from paysign.connector.results import PAID_CALL_OUTPUT
 from paysign.policy.decide import Tier
 from paysign.protocol.usdc import format_usdc
 
-PAY_X402 = "pay_x402"
-SEARCH_BAZAAR = "search_bazaar"
-WALLET_STATUS = "wallet_status"
 TOOL_TIERS = frozenset({Tier.PREMIUM, Tier.STANDARD})
 
 
