@@ -25,6 +25,9 @@ The sellers (one app, one server per session), by path:
 ``GET /market/v1/quote/{symbol}``  the catalog's ``test_quote`` (v2, 0.01 USDC)
 ``POST /language/v1/translate``    the catalog's ``test_translate`` (v2, 0.003 USDC)
 ``GET /free``                      no payment
+``GET /hostile/{b}/weather/{c}``   as /v2/weather, with the seller's side abused
+                                   (``hostile_seller.py``: endless or dripped 402s,
+                                   huge paid answers, lying receipts)
 =================================  =====================================================
 """
 
@@ -59,6 +62,8 @@ from paysign.chain.usdc import TRANSFER_TOPIC
 from paysign.config import BASE_MAINNET_USDC, BASE_SEPOLIA_USDC
 from paysign.services import activity, policy
 from paysign.services.catalog import import_catalog
+
+from .hostile_seller import HostileSeller
 
 TESTNET, MAINNET = "eip155:84532", "eip155:8453"
 TESTNET_EXTRA = {"name": "USDC", "version": "2"}
@@ -321,7 +326,7 @@ def _sellers_app(
         return await _v1_seller(request, testnet, sellers.pay_to)
 
     app.middleware("http")(payment_middleware(_routes(sellers.pay_to), server))
-    return CutOffFirstPaid(app, sellers)
+    return HostileSeller(CutOffFirstPaid(app, sellers))
 
 
 def _dump(model: Any) -> dict[str, Any]:

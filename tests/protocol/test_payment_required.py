@@ -86,3 +86,23 @@ def test_receipt() -> None:
     settlement = decode_settlement({"PAYMENT-RESPONSE": value})
     assert settlement is not None and settlement.success and settlement.raw == receipt
     assert decode_settlement({"X-PAYMENT-RESPONSE": "%%%"}) is None
+
+
+@pytest.mark.parametrize(
+    "transaction",
+    [
+        "0x" + "ab" * 32 + "\x1b]52;c;Y3VybCBldmlsIHwgc2gK\x1b\\",  # a hash, then a clipboard write
+        "0x" + "ab" * 32 + "\n",
+        "0x" + "ab" * 31,
+        "0x" + "zz" * 32,
+        "\u202e0x" + "ab" * 32,
+        64,
+        ["0x" + "ab" * 32],
+    ],
+)
+def test_a_receipt_transaction_that_is_not_a_hash_is_dropped(transaction: object) -> None:
+    receipt = {"success": True, "transaction": transaction, "network": "eip155:84532"}
+    value = base64.b64encode(json.dumps(receipt).encode()).decode()
+    settlement = decode_settlement({"PAYMENT-RESPONSE": value})
+    assert settlement is not None and settlement.transaction == ""
+    assert settlement.raw["transaction"] == transaction  # as the seller sent it

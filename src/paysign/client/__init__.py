@@ -50,6 +50,7 @@ from paysign.client.errors import (
 )
 from paysign.client.payment import Payment
 from paysign.client.payment_errors import (
+    AnswerLimitExceeded,
     InvalidPaymentRequired,
     NoAcceptableOption,
     PaymentError,
@@ -77,6 +78,7 @@ __all__ = [
     "DEFAULT_USDC",
     "DEFAULT_USDC_DOMAIN",
     "AllowPending",
+    "AnswerLimitExceeded",
     "AsyncPaidRetryTransport",
     "AsyncPaysignClient",
     "BudgetRoom",

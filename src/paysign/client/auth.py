@@ -35,6 +35,12 @@ from typing import Any
 
 import httpx
 
+from paysign.client.answers import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    AnswerLimits,
+    aread_within,
+    read_within,
+)
 from paysign.client.payment import Payment
 from paysign.client.payment_errors import (
     InvalidPaymentRequired,
@@ -81,6 +87,7 @@ class PaidAttempt:
     seller_url: str
     x402_version: int
     sandbox: bool
+    max_answer_bytes: int
     sends: int = 0
 
     @property
@@ -104,6 +111,12 @@ class PaidAttempt:
             attempts=max(self.sends, 1),
             settlement=settlement,
         )
+
+    def answer_limits(self, response: httpx.Response) -> AnswerLimits:
+        """How much of the paid request's answer is read. No overall deadline: a large paid
+        file may take a while; the caller's timeout still bounds each read."""
+        payment = self.payment(decode_settlement(response.headers))
+        return AnswerLimits(self.max_answer_bytes, None, self.seller_url, payment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +146,10 @@ class PaysignAuth(httpx.Auth):
     - ``max_amount``: base units; a higher price raises
       :class:`~paysign.client.payment_errors.PriceExceedsLimit` before anything is signed.
     - ``usdc``: CAIP-2 network → USDC contract, if not Circle's.
+    - ``max_answer_bytes``: the largest answer to a paid request the client reads (it holds
+      it in memory); a larger one raises
+      :class:`~paysign.client.payment_errors.AnswerLimitExceeded`. A 402's body is read up to
+      1 MiB, whole within the read timeout.
     - ``on_event``: called with ``(kind, message)`` as the payment progresses (``signing``,
       ``paying``, ``paid``), e.g. to update a spinner.
     """
@@ -146,6 +163,7 @@ class PaysignAuth(httpx.Auth):
         max_amount: int | None = None,
         usdc: Mapping[str, str] | None = None,
         on_event: EventHook | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.signer = signer
         self.sandbox = sandbox
@@ -153,6 +171,9 @@ class PaysignAuth(httpx.Auth):
         if max_amount is not None and max_amount < 0:
             raise ValueError("max_amount must not be negative")
         self.max_amount = max_amount
+        if max_answer_bytes < 1:
+            raise ValueError("max_answer_bytes must be at least 1")
+        self.max_answer_bytes = max_answer_bytes
         self.usdc = usdc
         self.on_event = on_event
         self._unanswered: dict[tuple[str, str, str], PaidAttempt] = {}
@@ -230,7 +251,9 @@ class PaysignAuth(httpx.Auth):
             raise PriceExceedsLimit(chosen.amount, self.max_amount, seller_url)
         self._emit("signing", f"signing {format_usdc(chosen.amount)} USDC with paysign")
         signature: Signature = yield _Sign(seller_url, chosen.payment_required, self.sandbox)
-        return PaidAttempt(chosen, signature, seller_url, required.version, self.sandbox)
+        return PaidAttempt(
+            chosen, signature, seller_url, required.version, self.sandbox, self.max_answer_bytes
+        )
 
     def _finish(self, response: httpx.Response, attempt: PaidAttempt) -> None:
         settlement = decode_settlement(response.headers)
@@ -261,9 +284,9 @@ class PaysignAuth(httpx.Auth):
                     )
                 else:
                     result = yield step.request
-                    if _must_read(step.request, result):
+                    if (limits := _answer_limits(step.request, result)) is not None:
                         try:
-                            result.read()
+                            read_within(result, limits)
                         except httpx.TransportError as exc:
                             procedure.throw(exc)  # raises it again, after noting the attempt
                 step = procedure.send(result)
@@ -286,9 +309,9 @@ class PaysignAuth(httpx.Auth):
                     )
                 else:
                     result = yield step.request
-                    if _must_read(step.request, result):
+                    if (limits := _answer_limits(step.request, result)) is not None:
                         try:
-                            await result.aread()
+                            await aread_within(result, limits)
                         except httpx.TransportError as exc:
                             procedure.throw(exc)  # raises it again, after noting the attempt
                 step = procedure.send(result)
@@ -298,10 +321,16 @@ class PaysignAuth(httpx.Auth):
             procedure.close()
 
 
-def _must_read(request: httpx.Request, response: httpx.Response) -> bool:
-    """A 402 is read for its terms; a paid answer is read in the flow, so that one cut off
-    mid-body counts as no answer (paid answers are therefore never streamed)."""
-    return response.status_code == 402 or ATTEMPT_EXTENSION in request.extensions
+def _answer_limits(request: httpx.Request, response: httpx.Response) -> AnswerLimits | None:
+    """How the flow reads ``response``, or ``None`` when it leaves it to the caller. A 402 is
+    read for its terms; a paid answer is read in the flow, so that one cut off mid-body counts
+    as no answer (paid answers are therefore never streamed)."""
+    attempt = request.extensions.get(ATTEMPT_EXTENSION)
+    if isinstance(attempt, PaidAttempt):
+        return attempt.answer_limits(response)
+    if response.status_code == 402:
+        return AnswerLimits.for_payment_required(response)
+    return None
 
 
 def _rejection_reason(response: httpx.Response, settlement: Settlement | None) -> str:

@@ -1,9 +1,10 @@
 """The buyer's commands: ``paysign pay`` and ``paysign call`` (``paysign catalog list`` is
 ``catalog_cli``; what they print, ``cli_output``; their shared options, ``cli_options``).
 
-The seller's answer goes to stdout, byte for byte; everything else (the spinner, the payment
-summary, notes, errors with what to do) goes to stderr, so ``paysign pay URL > out.json`` keeps
-only the answer. A live payment to a seller whose listing offers a sandbox gets a note first.
+The seller's answer goes to stdout, byte for byte (escaped on a terminal); everything else
+(the spinner, the payment summary, notes, errors with what to do) goes to stderr, so
+``paysign pay URL > out.json`` keeps only the answer. A live payment to a seller whose listing
+offers a sandbox gets a note first.
 
 Exit codes:
 
@@ -13,8 +14,10 @@ Exit codes:
     unapproved seller, bad or missing API key, terms it cannot sign)
 2   usage: a bad option, an unknown listing or a missing listing input
 3   the payment was not completed: no USDC option on the network, a price above
-    ``--max-usdc``, or the seller did not accept the signed payment
-4   the seller answered with an HTTP error (its body is still printed)
+    ``--max-usdc``, a 402 too large or too slow to read, or the seller did not accept the
+    signed payment
+4   the seller answered with an HTTP error (its body is still printed), or a paid answer
+    larger than ``--max-answer-mib``
 5   the seller or paysign could not be reached (after the retries the spec asks for)
 ==  ==========================================================================================
 
@@ -34,7 +37,7 @@ import click
 
 from paysign.client.catalog import build_listing_request, find_listing
 from paysign.client.catalog_cli import sandbox_note
-from paysign.client.cli_options import max_amount, payment_options, service_options
+from paysign.client.cli_options import MIB, max_amount, payment_options, service_options
 from paysign.client.cli_output import deliver, escape, note, outcomes, stderr_console
 from paysign.client.clients import PaysignClient
 from paysign.client.signer import PaysignSigner
@@ -64,6 +67,7 @@ def _client(
     max_usdc: str | None,
     on_event: Callable[[str, str], None],
     timeout: float,
+    max_answer_mib: int,
 ) -> PaysignClient:
     try:
         return PaysignClient(
@@ -73,6 +77,7 @@ def _client(
             max_amount=max_amount(max_usdc),
             on_event=on_event,
             timeout=timeout,
+            max_answer_bytes=max_answer_mib * MIB,
         )
     except ValueError as exc:  # an unknown --network
         raise click.BadParameter(str(exc), param_hint="--network") from None
@@ -115,6 +120,7 @@ def pay(
     sandbox: bool,
     max_usdc: str | None,
     network: str | None,
+    max_answer_mib: int,
     api_key: str | None,
     base_url: str,
     timeout: float,
@@ -137,7 +143,9 @@ def pay(
     with (
         outcomes(console, live_hints=live_hints),
         _spinner(console, f"calling {url}…") as on_event,
-        _client(api_key, base_url, sandbox, network, max_usdc, on_event, timeout) as http,
+        _client(
+            api_key, base_url, sandbox, network, max_usdc, on_event, timeout, max_answer_mib
+        ) as http,
     ):
         if not sandbox and (text := sandbox_note(http.signer, url)):
             note(console, text)
@@ -176,6 +184,7 @@ def call(
     sandbox: bool,
     max_usdc: str | None,
     network: str | None,
+    max_answer_mib: int,
     api_key: str | None,
     base_url: str,
     timeout: float,
@@ -191,7 +200,9 @@ def call(
     with (
         outcomes(console, live_hints=live_hints),
         _spinner(console, f"calling {name}…") as on_event,
-        _client(api_key, base_url, sandbox, network, max_usdc, on_event, timeout) as http,
+        _client(
+            api_key, base_url, sandbox, network, max_usdc, on_event, timeout, max_answer_mib
+        ) as http,
     ):
         listing = find_listing(http.signer.catalog(), name)
         request = build_listing_request(listing, values, sandbox=sandbox)

@@ -7,10 +7,12 @@ from typing import Any, TypeVar
 
 import click
 
+from paysign.client.answers import DEFAULT_MAX_ANSWER_BYTES
 from paysign.client.signer import API_KEY_ENV, BASE_URL_ENV, DEFAULT_BASE_URL
 from paysign.client.wire import parse_usdc
 
 F = TypeVar("F", bound=Callable[..., Any])
+MIB = 1024 * 1024
 
 
 def service_options(func: F) -> F:
@@ -30,6 +32,14 @@ def service_options(func: F) -> F:
 
 
 def payment_options(func: F) -> F:
+    func = click.option(
+        "--max-answer-mib",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_ANSWER_BYTES // MIB,
+        show_default=True,
+        metavar="MIB",
+        help="Read at most MIB mebibytes of the seller's paid answer (it is held in memory).",
+    )(func)
     func = click.option(
         "--network",
         default=None,

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from paysign.client.answers import DEFAULT_MAX_ANSWER_BYTES
 from paysign.client.auth import EventHook, PaysignAuth
 from paysign.client.retry import AsyncPaidRetryTransport, PaidRetryTransport
 from paysign.client.signer import PaysignSigner
@@ -36,8 +37,9 @@ class PaysignClient(httpx.Client):
     """An ``httpx.Client`` that pays x402 sellers through paysign, with rule 6's retries.
 
     ``api_key``/``paysign_url`` (default ``PAYSIGN_API_KEY``/``PAYSIGN_BASE_URL``) or a
-    ``signer``; ``sandbox``, ``network``, ``max_amount``, ``usdc`` and ``on_event`` as for
-    :class:`PaysignAuth`; every other keyword goes to ``httpx.Client``.
+    ``signer``; ``sandbox``, ``network``, ``max_amount``, ``usdc``, ``on_event`` and
+    ``max_answer_bytes`` (default 16 MiB) as for :class:`PaysignAuth`; every other keyword goes
+    to ``httpx.Client``.
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class PaysignClient(httpx.Client):
         max_amount: int | None = None,
         usdc: Mapping[str, str] | None = None,
         on_event: EventHook | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         transport: httpx.BaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
@@ -63,6 +66,7 @@ class PaysignClient(httpx.Client):
             max_amount=max_amount,
             usdc=usdc,
             on_event=on_event,
+            max_answer_bytes=max_answer_bytes,
         )
         kwargs.setdefault("timeout", 30.0)
         super().__init__(auth=self.paysign_auth, transport=PaidRetryTransport(transport), **kwargs)
@@ -91,6 +95,7 @@ class AsyncPaysignClient(httpx.AsyncClient):
         max_amount: int | None = None,
         usdc: Mapping[str, str] | None = None,
         on_event: EventHook | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
@@ -103,6 +108,7 @@ class AsyncPaysignClient(httpx.AsyncClient):
             max_amount=max_amount,
             usdc=usdc,
             on_event=on_event,
+            max_answer_bytes=max_answer_bytes,
         )
         kwargs.setdefault("timeout", 30.0)
         super().__init__(

@@ -1,7 +1,8 @@
 """What the client raises when the seller's side of a payment goes wrong: terms it cannot
-read or accept, a price above the caller's limit, a paid request the seller refused, or no
-answer before the signature expired. None of them is a refusal by paysign (those are
-:class:`~paysign.client.errors.PaysignProblem`); all are :class:`PaymentError`.
+read or accept, a price above the caller's limit, a paid request the seller refused, an answer
+larger or slower than the client reads, or no answer before the signature expired. None of
+them is a refusal by paysign (those are :class:`~paysign.client.errors.PaysignProblem`); all
+are :class:`PaymentError`.
 """
 
 from __future__ import annotations
@@ -122,6 +123,53 @@ class SellerUnreachable(PaymentError):
         self.nonce = nonce
         self.valid_before = valid_before
         self.attempts = attempts
+
+
+class AnswerLimitExceeded(PaymentError):
+    """The client stopped reading a seller's answer. ``reason`` says why: ``"too-large"``
+    (more than ``limit`` bytes) or ``"too-slow"`` (a 402's body not whole within the deadline).
+
+    ``payment`` is ``None`` when it was the 402: nothing was signed. Otherwise it was the
+    answer to the paid request, and the payment was sent: ``payment.transaction`` and
+    ``payment.nonce`` say what to look up.
+    """
+
+    def __init__(
+        self, reason: str, *, seller_url: str, limit: int, payment: Payment | None
+    ) -> None:
+        what = "its 402" if payment is None else "its answer to the paid request"
+        if reason == "too-large":
+            message = f"the seller at {seller_url} sent more than {limit} bytes in {what}"
+        else:
+            message = f"the seller at {seller_url} did not send {what} in time"
+        super().__init__(message, reason=reason, seller_url=seller_url, limit=limit)
+        self.reason = reason
+        self.seller_url = seller_url
+        self.limit = limit
+        self.payment = payment
+
+    @property
+    def title(self) -> str:
+        if self.payment is None:
+            return "The seller's payment request could not be read"
+        return "The seller's answer is larger than the client reads"
+
+    @property
+    def remedy(self) -> str:
+        if self.payment is None:
+            return (
+                "Nothing was signed. A 402 carries only the payment terms; this seller sends "
+                "far more, or keeps its answer coming: do not pay it."
+            )
+        settled = (
+            f"transaction {self.payment.transaction}"
+            if self.payment.transaction
+            else f"the authorization nonce {self.payment.nonce} on {self.payment.network}"
+        )
+        return (
+            f"The payment was sent: look up {settled}. If an answer this large is expected, "
+            "raise the limit (max_answer_bytes, or --max-answer-mib) before paying for it again."
+        )
 
 
 # ---- the catalog ------------------------------------------------------------------------------

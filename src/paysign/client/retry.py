@@ -3,16 +3,19 @@ same signature until the signature is about to expire, never signed again.
 
 :class:`PaysignAuth <paysign.client.auth.PaysignAuth>` marks each paid request with its
 attempt; these transports retry only those, and read their answers in full so that one cut off
-mid-body counts as no answer.
+mid-body counts as no answer — up to the attempt's ``max_answer_bytes`` as sent (the auth
+flow then counts them decoded), so an endless answer is refused, never retried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
+from paysign.client.answers import AnswerLimits
 from paysign.client.auth import ATTEMPT_EXTENSION, PaidAttempt
 from paysign.client.payment_errors import SellerUnreachable
 
@@ -29,6 +32,22 @@ def _buffered(response: httpx.Response, raw: bytes) -> httpx.Response:
         stream=httpx.ByteStream(raw),
         extensions=response.extensions,
     )
+
+
+def _within(chunks: Iterator[bytes], limits: AnswerLimits) -> Iterator[bytes]:
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        limits.check(size)
+        yield chunk
+
+
+async def _awithin(chunks: AsyncIterator[bytes], limits: AnswerLimits) -> AsyncIterator[bytes]:
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        limits.check(size)
+        yield chunk
 
 
 def _give_up(attempt: PaidAttempt, exc: Exception) -> SellerUnreachable:
@@ -59,7 +78,9 @@ class PaidRetryTransport(httpx.BaseTransport):
             try:
                 response = self.transport.handle_request(request)
                 try:
-                    raw = b"".join(response.iter_raw())
+                    limits = attempt.answer_limits(response)
+                    limits.check_declared(response)
+                    raw = b"".join(_within(response.iter_raw(), limits))
                 finally:
                     response.close()
                 return _buffered(response, raw)
@@ -89,7 +110,11 @@ class AsyncPaidRetryTransport(httpx.AsyncBaseTransport):
             try:
                 response = await self.transport.handle_async_request(request)
                 try:
-                    raw = b"".join([chunk async for chunk in response.aiter_raw()])
+                    limits = attempt.answer_limits(response)
+                    limits.check_declared(response)
+                    raw = b"".join(
+                        [chunk async for chunk in _awithin(response.aiter_raw(), limits)]
+                    )
                 finally:
                     await response.aclose()
                 return _buffered(response, raw)

@@ -87,6 +87,9 @@ PAYMENT_RESPONSE_HEADER = "PAYMENT-RESPONSE"  # v2
 X_PAYMENT_RESPONSE_HEADER = "X-PAYMENT-RESPONSE"  # v1
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+#: What a receipt's ``transaction`` must be: an EVM transaction hash. Anything else is the
+#: seller's free text, which callers would print or link to as if it were a hash.
+_TRANSACTION_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +128,7 @@ class Settlement:
     """The seller's receipt: ``PAYMENT-RESPONSE`` (v2) or ``X-PAYMENT-RESPONSE`` (v1)."""
 
     success: bool
-    transaction: str  # the transaction hash; "" when nothing was settled
+    transaction: str  # 0x + 64 hex digits; "" when the seller named none (or not a hash)
     network: str
     payer: str | None
     error_reason: str | None
@@ -287,7 +290,16 @@ class _WantedOption:
 
 
 def decode_settlement(headers: Mapping[str, str]) -> Settlement | None:
-    """The decoded receipt, or ``None`` when the seller sent none (or an unreadable one)."""
+    """The decoded receipt, or ``None`` when the seller sent none (or an unreadable one).
+
+    ``transaction`` is kept only when it is a transaction hash (``0x`` + 64 hex digits); the
+    seller's value as sent stays in ``raw``. ``network``, ``payer`` and ``error_reason`` are
+    the seller's text: show them escaped.
+
+    >>> header = base64.b64encode(rb'{"success": true, "transaction": "0x12\\u001b]0;x"}')
+    >>> decode_settlement({PAYMENT_RESPONSE_HEADER: header.decode()}).transaction
+    ''
+    """
     value = headers.get(PAYMENT_RESPONSE_HEADER) or headers.get(X_PAYMENT_RESPONSE_HEADER)
     if not value:
         return None
@@ -299,9 +311,14 @@ def decode_settlement(headers: Mapping[str, str]) -> Settlement | None:
         return None
     payer = raw.get("payer")
     reason = raw.get("errorReason")
+    transaction = raw.get("transaction")
     return Settlement(
         success=raw.get("success") is True,
-        transaction=str(raw.get("transaction") or ""),
+        transaction=(
+            transaction
+            if isinstance(transaction, str) and _TRANSACTION_HASH.fullmatch(transaction)
+            else ""
+        ),
         network=str(raw.get("network") or ""),
         payer=payer if isinstance(payer, str) else None,
         error_reason=reason if isinstance(reason, str) else None,
