@@ -29,6 +29,9 @@ from paysign.services.oauth_grants import OFFLINE_ACCESS, AuthorizationService, 
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refusals import ClientRefused
 
+#: An OAuth client's ``state`` is an opaque value of a few dozen characters.
+MAX_STATE_CHARS = 512
+
 
 class FamilyRefreshToken(RefreshToken):
     family: str
@@ -70,6 +73,11 @@ class PaysignProvider(
         problem = redirect_uri_problem(str(params.redirect_uri))
         if problem is not None:  # a client stored before the rule, or seeded by hand
             raise AuthorizeError("invalid_request", problem)
+        if params.state is not None and len(params.state) > MAX_STATE_CHARS:
+            # Kept with the request until it expires, before anyone has signed in.
+            raise AuthorizeError(
+                "invalid_request", f"state is longer than {MAX_STATE_CHARS} characters"
+            )
         if params.resource is not None and params.resource != self.config.mcp_url:
             raise AuthorizeError(
                 "invalid_target", f"tokens are only issued for {self.config.mcp_url}"

@@ -34,7 +34,7 @@ from paysign.oauth.pages import SignInPages
 from paysign.oauth.provider import PaysignProvider
 from paysign.services.oauth_clients import MAX_BODY_BYTES, TOO_LARGE, Registrations
 from paysign.services.oauth_grants import OFFLINE_ACCESS, AuthorizationService, OAuthConfig
-from paysign.services.oauth_refusals import TooManyRegistrations
+from paysign.services.oauth_refusals import TooManyAuthorizations, TooManyRegistrations
 
 METADATA = "/.well-known/oauth-authorization-server"
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
@@ -176,6 +176,15 @@ def _errors_redirected_once_granted(
     handler = AuthorizationHandler(provider)
 
     async def authorize(request: Request) -> Response:
+        address = request.client.host if request.client else "unknown"
+        try:
+            await run_in_threadpool(provider.service.admit, address)
+        except TooManyAuthorizations as limited:
+            return JSONResponse(
+                {"error": "temporarily_unavailable", "error_description": limited.description},
+                status_code=429,
+                headers={"Retry-After": str(limited.retry_after), **_NO_STORE},
+            )
         response = await handler.handle(request)
         location = response.headers.get("location", "") if response.status_code == 302 else ""
         query = parse_qs(urlsplit(location).query)

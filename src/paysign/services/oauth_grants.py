@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from paysign.clock import Clock
 from paysign.custody import KeyVault
+from paysign.services.client_network import client_network
 from paysign.services.oauth_redirects import redirect_uri_problem
 from paysign.services.oauth_refresh import new_successor_key, retried_pair, successor_pair
 from paysign.services.oauth_refusals import (
@@ -31,6 +32,7 @@ from paysign.services.oauth_refusals import (
     NotThisBrowser,
     RequestExpired,
     SignInFailed,
+    TooManyAuthorizations,
 )
 from paysign.services.oauth_values import (
     OFFLINE_ACCESS,
@@ -43,9 +45,14 @@ from paysign.services.oauth_values import (
     digest,
 )
 from paysign.services.sign_in import CredentialCheck, CredentialsRefused, SignInLimits
-from paysign.store import oauth_repo
+from paysign.store import oauth_repo, sign_in_repo
 from paysign.store import repositories as repo
 from paysign.store.database import Database
+
+#: Authorization requests one network may make in a request's lifetime (``request_ttl``):
+#: enough for an office connecting its assistants at once.
+AUTHORIZATIONS_PER_NETWORK = 60
+AUTHORIZE_KEY_PREFIX = "authorize:"
 
 
 class AuthorizationService:
@@ -70,6 +77,20 @@ class AuthorizationService:
         return None if row is None else dict(json.loads(row.metadata))
 
     # ---- the authorization request, sign-in and consent ----
+
+    def admit(self, address: str) -> None:
+        """Count an authorization request from the address before anything of it is stored;
+        raises :class:`TooManyAuthorizations` past the limit. Each request is kept until it
+        expires, before anyone has signed in, so this bounds what one network can leave in
+        the database (an IPv6 /64 is one network)."""
+        now = self.clock.now()
+        window = self.config.request_ttl
+        key = AUTHORIZE_KEY_PREFIX + client_network(address)
+        with self.db.write() as conn:
+            sign_in_repo.purge_counts(conn, AUTHORIZE_KEY_PREFIX, now - window)
+            count, started = sign_in_repo.count_event(conn, key, now, window)
+        if count > AUTHORIZATIONS_PER_NETWORK:
+            raise TooManyAuthorizations(max(1, started + window - now))
 
     def start(self, client_id: str, params: dict[str, Any]) -> str:
         """Remember an authorization request; returns the transaction id the pages carry."""

@@ -23,6 +23,9 @@ REQUEST_USED = (
 )
 FORM_EXPIRED = "This form has expired. Reload the page and try again."
 TOO_MANY = "Too many client registrations from your network. Try again in {seconds} seconds."
+TOO_MANY_AUTHORIZATIONS = (
+    "Too many sign-in requests from your network. Try again in {seconds} seconds."
+)
 
 
 class OAuthRefused(Exception):
@@ -58,4 +61,10 @@ class RedirectRefused(ClientRefused):
 class TooManyRegistrations(OAuthRefused):
     def __init__(self, retry_after: int) -> None:
         super().__init__(TOO_MANY.format(seconds=retry_after))
+        self.retry_after = retry_after
+
+
+class TooManyAuthorizations(OAuthRefused):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(TOO_MANY_AUTHORIZATIONS.format(seconds=retry_after))
         self.retry_after = retry_after
