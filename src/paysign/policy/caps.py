@@ -24,6 +24,20 @@ HOUR = 3_600
 DAY = 86_400
 
 
+#: The most a spend window counts (the ledger's signed 64-bit integer). A window without a cap
+#: is held to it, so no total overflows: past it a payment is refused as past a cap.
+LEDGER_MAX = 2**63 - 1
+
+
+def ceiling(limit: int | None) -> int:
+    """The most a window with the cap ``limit`` (``None``: no cap) may count.
+
+    >>> ceiling(None) == LEDGER_MAX, ceiling(10)
+    (True, 10)
+    """
+    return LEDGER_MAX if limit is None else limit
+
+
 @dataclass(frozen=True, slots=True)
 class Caps:
     per_payment: int | None

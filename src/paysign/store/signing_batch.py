@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from paysign.policy.caps import Caps, Window, windows_at
+from paysign.policy.caps import Caps, Window, ceiling, windows_at
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
@@ -276,8 +276,8 @@ class BatchTransaction:
             spent = self._sql.lock_windows(account_id, day, month)
             windows = self._windows[key] = AccountWindows(day, month, spent)
         for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
-            limit = caps.limit_of(window.name)
-            if limit is not None and spent_so_far + amount > limit:
+            limit = ceiling(caps.limit_of(window.name))
+            if spent_so_far + amount > limit:
                 return self._refused(account_id, CapHit(window, limit, spent_so_far))
         windows.add(amount, caps)
         return None
@@ -307,8 +307,8 @@ class BatchTransaction:
                 return self._refused(account_id, CapHit(hour, caps.hourly, hourly.spent))
         day, month = windows.day, windows.month
         for window, spent_so_far in ((day, windows.day_spent), (month, windows.month_spent)):
-            limit = caps.limit_of(window.name)
-            if limit is not None and spent_so_far + amount > limit:
+            limit = ceiling(caps.limit_of(window.name))
+            if spent_so_far + amount > limit:
                 return self._refused(account_id, CapHit(window, limit, spent_so_far))
         sellers = []
         for rule, budget in budgets:
@@ -319,8 +319,8 @@ class BatchTransaction:
                 seller = self._sellers[key] = SellerWindows(spent, budget)
             seller.budget = budget
             for window, spent_so_far in ((day, seller.day_spent), (month, seller.month_spent)):
-                limit = budget.limit_of(window.name)
-                if limit is not None and spent_so_far + amount > limit:
+                limit = ceiling(budget.limit_of(window.name))
+                if spent_so_far + amount > limit:
                     return self._refused(account_id, CapHit(window, limit, spent_so_far, rule))
             sellers.append(seller)
         windows.add(amount, caps)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from paysign.policy.caps import Window, hour_window
+from paysign.policy.caps import Window, ceiling, hour_window
 from paysign.policy.decide import Grant
 from paysign.policy.rules import Rule
 from paysign.policy.seller import SellerLocation
@@ -177,7 +177,7 @@ class PrefetchedStatements(PostgresStatements):
         (by the statement that fails the batch rather than pass a cap)."""
         day_spent, month_spent = self.lock_windows(total.account_id, total.day, total.month)
         for limit, spent in ((total.caps.daily, day_spent), (total.caps.monthly, month_spent)):
-            if limit is not None and spent + total.amount > limit:
+            if spent + total.amount > ceiling(limit):
                 return None
         self.add_spends([total])
         return day_spent + total.amount, month_spent + total.amount

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from paysign.policy.caps import LEDGER_MAX
 from paysign.store.repositories import SIGNATURE_COLUMNS
 
 #: A key's holder as read, in the order its row is taken apart.
@@ -71,8 +72,10 @@ WHERE a.id = :account_id AND a.disabled_at IS NULL
 # Reserves the amount in both windows at once, each only if it stays within its cap; a window
 # left out of the result refused (and the other is then given back, in the same transaction).
 # The cap guards both ways a window can take the amount: a row not yet there is inserted only
-# if the amount alone fits, an existing one updated only if its total does.
-RESERVE = """
+# if the amount alone fits, an existing one updated only if its total does. The total is
+# compared as "spent <= cap - amount", which cannot overflow; a window without a cap is held
+# to the ledger's largest integer.
+RESERVE = f"""
 INSERT INTO spend_windows (account_id, "window", start, spent)
 SELECT :account_id, 'daily', :day_start, :amount
 WHERE CAST(:amount AS BIGINT) <= COALESCE(CAST(:daily_cap AS BIGINT), CAST(:amount AS BIGINT))
@@ -80,10 +83,10 @@ UNION ALL
 SELECT :account_id, 'monthly', :month_start, :amount
 WHERE CAST(:amount AS BIGINT) <= COALESCE(CAST(:monthly_cap AS BIGINT), CAST(:amount AS BIGINT))
 ON CONFLICT (account_id, "window", start) DO UPDATE SET spent = spend_windows.spent + excluded.spent
-WHERE spend_windows.spent + excluded.spent <= COALESCE(
+WHERE spend_windows.spent <= COALESCE(
     CASE excluded."window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
                           ELSE CAST(:monthly_cap AS BIGINT) END,
-    spend_windows.spent + excluded.spent)
+    {LEDGER_MAX}) - excluded.spent
 RETURNING "window", spent
 """
 
@@ -148,15 +151,15 @@ RETURNING spent
 """  # noqa: S608 - interpolates this module's own text only
 
 # The guard repeats the caps the batch checked: the database itself never lets a cap pass.
-ADD_SPEND = """
+ADD_SPEND = f"""
 UPDATE spend_windows SET spent = spent + :amount
 WHERE account_id = :account_id
 AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
-AND spent + :amount <= COALESCE(
+AND spent <= COALESCE(
     CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
                   ELSE CAST(:monthly_cap AS BIGINT) END,
-    spent + :amount)
-"""
+    {LEDGER_MAX}) - :amount
+"""  # noqa: S608 - interpolates a constant only
 
 # PostgreSQL's form of ADD_SPEND for a pipeline, where waiting for its row count would cost a
 # round trip: the guard is the same, and a total it refuses fails the statement (a division by
@@ -181,7 +184,7 @@ RETURNING spent
 ADD_HOUR_SPEND = """
 UPDATE spend_windows SET spent = spent + :amount
 WHERE account_id = :account_id AND "window" = 'hourly' AND start = :hour_start
-AND spent + :amount <= CAST(:hourly_cap AS BIGINT)
+AND spent <= CAST(:hourly_cap AS BIGINT) - :amount
 """
 
 ADD_HOUR_SPEND_OR_FAIL = (
@@ -222,15 +225,15 @@ def lock_budget_windows_of_key_sql(host_count: int) -> str:
 
 
 # As ADD_SPEND, for an allow rule's budget windows: the database guards the rule's caps too.
-ADD_SELLER_SPEND = """
+ADD_SELLER_SPEND = f"""
 UPDATE seller_spend_windows SET spent = spent + :amount
 WHERE account_id = :account_id AND host = :host AND path = :path
 AND (("window" = 'daily' AND start = :day_start) OR ("window" = 'monthly' AND start = :month_start))
-AND spent + :amount <= COALESCE(
+AND spent <= COALESCE(
     CASE "window" WHEN 'daily' THEN CAST(:daily_cap AS BIGINT)
                   ELSE CAST(:monthly_cap AS BIGINT) END,
-    spent + :amount)
-"""
+    {LEDGER_MAX}) - :amount
+"""  # noqa: S608 - interpolates a constant only
 
 ADD_SELLER_SPEND_OR_FAIL = (
     f"WITH added AS ({ADD_SELLER_SPEND.strip()}\nRETURNING 1)\n"
