@@ -373,3 +373,19 @@ OTHER_SCRIPTS_DIGITS = [
 def in_other_digits(code: str) -> list[str]:
     """``code`` written in each of ``OTHER_SCRIPTS_DIGITS``."""
     return [code.translate(str.maketrans("0123456789", digits)) for digits in OTHER_SCRIPTS_DIGITS]
+
+
+def migrate_to(db: Database, revision: str) -> None:
+    """Bring the schema to ``revision`` (``"head"``: the newest), as an upgrade from an older
+    paysign would: for tests of what a migration does to rows stored before it."""
+    from alembic import command
+    from alembic.config import Config
+
+    from paysign.store.migrate import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with db.writer.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+        conn.commit()

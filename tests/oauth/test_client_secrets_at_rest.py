@@ -12,18 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
-from alembic import command
-from alembic.config import Config
 
-from conftest import FrozenClock
+from conftest import FrozenClock, migrate_to
 from paysign.services.oauth_clients import Registrations
 from paysign.store.database import Database
-from paysign.store.migrate import MIGRATIONS
 from paysign.store.schema import oauth_clients
 
-from .conftest import REDIRECT, Browser, Service, User, pkce, register
-from .test_basic_client_auth import basic, basic_client
-from .test_oauth import authorization_url
+from .conftest import REDIRECT, Service, User, register
+from .test_basic_client_auth import basic, basic_client, code_for
+from .test_oauth import exchanged_code
 
 
 def _stored(service: Service) -> list[str]:
@@ -33,22 +30,25 @@ def _stored(service: Service) -> list[str]:
     return [str(value) for row in rows for value in row]
 
 
-def _refresh_token(service: Service, user: User, client: dict[str, Any], **auth: Any) -> str:
-    verifier, challenge = pkce()
-    query = Browser(service, user).authorize(
-        authorization_url(service, client["client_id"], challenge)
-    )
+def _refresh_token(service: Service, user: User, client: dict[str, Any]) -> str:
+    """A refresh token of ``client``, its code exchanged with its credentials in the form."""
+    exchanged = exchanged_code(service, user, client)
+    assert exchanged.status_code == 200, exchanged.text
+    return str(exchanged.json()["refresh_token"])
+
+
+def _basic_refresh_token(service: Service, user: User, client: dict[str, Any]) -> str:
+    code, verifier = code_for(service, user, client)
     exchanged = httpx.post(
         f"{service.auth_url}/token",
+        auth=basic(client["client_id"], client["client_secret"]),
         data={
             "grant_type": "authorization_code",
-            "code": query["code"],
+            "code": code,
             "redirect_uri": REDIRECT,
             "code_verifier": verifier,
             "resource": service.mcp_url,
-            **auth.get("data", {}),
         },
-        auth=auth.get("auth"),
     )
     assert exchanged.status_code == 200, exchanged.text
     return str(exchanged.json()["refresh_token"])
@@ -75,7 +75,7 @@ def test_the_database_holds_no_client_secret_that_authenticates(
 ) -> None:
     client = register(service).json()
     secret = client["client_secret"]
-    refresh_token = _refresh_token(service, user, client, **_post(client, secret))
+    refresh_token = _refresh_token(service, user, client)
     stored = _stored(service)
     assert not any(secret in value for value in stored)
 
@@ -91,7 +91,7 @@ def test_the_database_holds_no_client_secret_that_authenticates(
 def test_a_basic_client_authenticates_against_the_digest(service: Service, user: User) -> None:
     client = basic_client(service)
     secret = client["client_secret"]
-    refresh_token = _refresh_token(service, user, client, auth=basic(client["client_id"], secret))
+    refresh_token = _basic_refresh_token(service, user, client)
     assert not any(secret in value for value in _stored(service))
     wrong = _refresh(service, refresh_token, auth=basic(client["client_id"], secret[:-1]))
     assert wrong.status_code == 401
@@ -106,7 +106,7 @@ def test_reading_the_registration_issues_a_new_secret_and_retires_the_old(
 ) -> None:
     client = register(service).json()
     old = client["client_secret"]
-    refresh_token = _refresh_token(service, user, client, **_post(client, old))
+    refresh_token = _refresh_token(service, user, client)
     read = httpx.get(
         client["registration_client_uri"],
         headers={"Authorization": f"Bearer {client['registration_access_token']}"},
@@ -130,19 +130,10 @@ def test_a_public_client_has_no_secret_to_read_or_rotate(service: Service) -> No
     assert read.status_code == 200 and "client_secret" not in read.json()
 
 
-def _upgrade(db: Database, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with db.writer.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
-        conn.commit()
-
-
 @pytest.fixture
 def database_at_0019(database_url: str) -> Iterator[Database]:
     database = Database(database_url)
-    _upgrade(database, "0019")
+    migrate_to(database, "0019")
     yield database
     database.dispose()
 
@@ -164,7 +155,7 @@ def test_the_upgrade_keeps_the_digest_of_a_stored_secret(
                     created_at=1,
                 )
             )
-    _upgrade(db, "head")
+    migrate_to(db, "head")
     with db.read() as conn:
         stored = {
             row.client_id: json.loads(row.metadata) for row in conn.execute(oauth_clients.select())

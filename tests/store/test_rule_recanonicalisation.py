@@ -9,10 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 
-from conftest import REGISTRY, TEST_MASTER_KEY, FrozenClock, signature_body
+from conftest import REGISTRY, TEST_MASTER_KEY, FrozenClock, migrate_to, signature_body
 from paysign.custody import EnvelopeVault
 from paysign.errors import SellerDenied
 from paysign.policy.decide import Grant, Outcome, PolicySettings, Tier, decide
@@ -21,7 +19,7 @@ from paysign.policy.seller import seller_location
 from paysign.services import accounts, keys
 from paysign.services.signing import SigningDeps, sign_payment
 from paysign.store.database import Database
-from paysign.store.migrate import MIGRATIONS, migrate
+from paysign.store.migrate import migrate
 from paysign.store.schema import pending_sellers, policy_rules
 from paysign.store.signing_store import signing_store_for
 
@@ -31,20 +29,11 @@ PAY_TO_NEW = "0x" + "22" * 20
 LONG_PATH = "/" + "%C3%A9" * 340
 
 
-def _upgrade(db: Database, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with db.writer.connect() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
-        conn.commit()
-
-
 @pytest.fixture
 def old_db(database_url: str) -> Iterator[Database]:
     """A database at 0008, the schema the old canonical form was written under."""
     database = Database(database_url)
-    _upgrade(database, "0008")
+    migrate_to(database, "0008")
     yield database
     database.dispose()
 
