@@ -24,7 +24,7 @@ from paysign.bootstrap import Runtime, asset_registry
 from paysign.config import Settings
 from paysign.custody import EnvelopeVault
 from paysign.protocol import AssetRegistry
-from paysign.serving.one_write import OneWriteProtocol
+from paysign.serving.bounded_head import BoundedHeadProtocol
 from paysign.store.database import Database, normalise_url
 from paysign.store.migrate import migrate
 from paysign.store.signing_store import SigningStore, signing_store_for
@@ -127,7 +127,7 @@ class LiveServer:
             log_config=None,
             access_log=False,
             lifespan="off",
-            http=OneWriteProtocol,  # as `paysign serve`
+            http=BoundedHeadProtocol,  # as `paysign serve`
             # As `paysign serve`: no proxy is trusted unless named (PAYSIGN_TRUSTED_PROXIES).
             proxy_headers=bool(trusted_proxies),
             forwarded_allow_ips=list(trusted_proxies),

@@ -260,7 +260,7 @@ class Notifier:
         if self.smtp is None:
             return "email is not configured on this server (PAYSIGN_SMTP_URL)"
         if not is_plain_address(delivery.target.url):
-            # Added before addresses were checked as strictly as now.
+            # Checked again when sent: an address stored under a looser check could name others.
             return "not a plain email address; remove it and add the address again"
         event = delivery.event
         message = EmailMessage()

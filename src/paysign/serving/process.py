@@ -22,8 +22,8 @@ import uvicorn
 from paysign.background import start_background_jobs
 from paysign.bootstrap import Runtime
 from paysign.server_start import tune_gc_for_serving
+from paysign.serving.bounded_head import BoundedHeadProtocol
 from paysign.serving.handed_connections import HandedConnections
-from paysign.serving.one_write import OneWriteProtocol
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -117,7 +117,7 @@ def serve(
                 log_config=None,
                 access_log=False,
                 loop="auto",
-                http=OneWriteProtocol,
+                http=BoundedHeadProtocol,
                 lifespan="off",
                 **settings.uvicorn_proxy_options(),
             )
