@@ -17,6 +17,9 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from conftest import free_port
+from paysign.background import guarded_webhook_poster
+from paysign.bootstrap import Runtime
+from paysign.services.notification_delivery import Notifier, SmtpSettings
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,15 @@ class SmtpSink:
 
     def __exit__(self, *exc: object) -> None:
         self.controller.stop()
+
+
+def notifier(runtime: Runtime, *, allow_private: bool = True, smtp: str | None = None) -> Notifier:
+    """The delivery job of ``runtime``: webhooks to private addresses allowed (the receivers
+    here are local), e-mail through ``smtp`` when given."""
+    return Notifier(
+        runtime.db,
+        runtime.vault,
+        runtime.clock,
+        post_webhook=guarded_webhook_poster(allow_private=allow_private),
+        smtp=None if smtp is None else SmtpSettings(smtp, "paysign@example.org"),
+    )

@@ -34,16 +34,12 @@ def code_for(service: Service, user: User, client: dict[str, Any]) -> tuple[str,
     return query["code"], verifier
 
 
-def test_a_basic_client_exchanges_its_code_refreshes_and_revokes(
-    service: Service, user: User
-) -> None:
-    client = basic_client(service)
+def exchanged_with_basic(service: Service, user: User, client: dict[str, Any]) -> httpx.Response:
+    """The code flow for ``client``, its code exchanged with HTTP Basic credentials alone."""
     code, verifier = code_for(service, user, client)
-    credentials = basic(client["client_id"], client["client_secret"])
-    token = f"{service.auth_url}/token"
-    exchanged = httpx.post(
-        token,
-        auth=credentials,
+    return httpx.post(
+        f"{service.auth_url}/token",
+        auth=basic(client["client_id"], client["client_secret"]),
         data={
             "grant_type": "authorization_code",
             "code": code,
@@ -52,6 +48,15 @@ def test_a_basic_client_exchanges_its_code_refreshes_and_revokes(
             "resource": service.mcp_url,
         },
     )
+
+
+def test_a_basic_client_exchanges_its_code_refreshes_and_revokes(
+    service: Service, user: User
+) -> None:
+    client = basic_client(service)
+    credentials = basic(client["client_id"], client["client_secret"])
+    token = f"{service.auth_url}/token"
+    exchanged = exchanged_with_basic(service, user, client)
     assert exchanged.status_code == 200, exchanged.text
     tokens = exchanged.json()
     refreshed = httpx.post(

@@ -18,8 +18,8 @@ from paysign.services.oauth_clients import Registrations
 from paysign.store.database import Database
 from paysign.store.schema import oauth_clients
 
-from .conftest import REDIRECT, Service, User, register
-from .test_basic_client_auth import basic, basic_client, code_for
+from .conftest import Service, User, register
+from .test_basic_client_auth import basic, basic_client, exchanged_with_basic
 from .test_oauth import exchanged_code
 
 
@@ -38,18 +38,7 @@ def _refresh_token(service: Service, user: User, client: dict[str, Any]) -> str:
 
 
 def _basic_refresh_token(service: Service, user: User, client: dict[str, Any]) -> str:
-    code, verifier = code_for(service, user, client)
-    exchanged = httpx.post(
-        f"{service.auth_url}/token",
-        auth=basic(client["client_id"], client["client_secret"]),
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": REDIRECT,
-            "code_verifier": verifier,
-            "resource": service.mcp_url,
-        },
-    )
+    exchanged = exchanged_with_basic(service, user, client)
     assert exchanged.status_code == 200, exchanged.text
     return str(exchanged.json()["refresh_token"])
 

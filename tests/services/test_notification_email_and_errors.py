@@ -7,25 +7,14 @@ from __future__ import annotations
 import pytest
 
 from conftest import free_port
-from notification_support import SmtpSink
-from paysign.background import guarded_webhook_poster
+from notification_support import SmtpSink, notifier
 from paysign.bootstrap import Runtime
 from paysign.errors import InvalidAccountInput
 from paysign.services import activity, notifications
-from paysign.services.notification_delivery import Notifier, SmtpSettings
+from paysign.services.notification_delivery import SmtpSettings
 from paysign.store import notification_repo
 from paysign.store.activity_outbound import shown_error
 from paysign.store.notification_repo import Target
-
-
-def notifier(runtime: Runtime, *, smtp: str | None = None) -> Notifier:
-    return Notifier(
-        runtime.db,
-        runtime.vault,
-        runtime.clock,
-        post_webhook=guarded_webhook_poster(allow_private=True),
-        smtp=None if smtp is None else SmtpSettings(smtp, "paysign@example.org"),
-    )
 
 
 def only_delivery(runtime: Runtime, account_id: str) -> notification_repo.Delivery:

@@ -5,46 +5,22 @@ does not hold back another account's notices."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
+from test_notifications import clock as clock  # the fixtures: a clock at now, and
+from test_notifications import receiver as receiver  # a local webhook receiver
 
 from conftest import FrozenClock, new_account
-from notification_support import WebhookReceiver
-from paysign.background import guarded_webhook_poster
+from notification_support import WebhookReceiver, notifier
 from paysign.bootstrap import Runtime
 from paysign.services import account_admin, notifications
-from paysign.services.notification_delivery import Notifier
 from paysign.services.notifications import (
     MAX_TARGETS,
     TEST_SENDS_PER_HOUR,
     TooManyTestSends,
 )
 from paysign.store import notification_repo
-
-
-@pytest.fixture
-def clock() -> FrozenClock:
-    # Now: a receiver refuses a webhook-timestamp far from its own clock.
-    return FrozenClock(int(time.time()))
-
-
-@pytest.fixture
-def receiver() -> Iterator[WebhookReceiver]:
-    with WebhookReceiver() as live:
-        yield live
-
-
-def notifier(runtime: Runtime) -> Notifier:
-    return Notifier(
-        runtime.db,
-        runtime.vault,
-        runtime.clock,
-        post_webhook=guarded_webhook_poster(allow_private=True),
-        smtp=None,
-    )
 
 
 def add_webhooks(runtime: Runtime, account_id: str, url: str, count: int) -> None:

@@ -16,11 +16,10 @@ import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook
 
 from conftest import FrozenClock, signature_body
-from notification_support import SmtpSink, WebhookReceiver
-from paysign.background import guarded_webhook_poster
+from notification_support import SmtpSink, WebhookReceiver, notifier
 from paysign.bootstrap import Runtime
 from paysign.services import notifications
-from paysign.services.notification_delivery import RETRY_DELAYS, Notifier, SmtpSettings
+from paysign.services.notification_delivery import RETRY_DELAYS
 from paysign.store import notification_repo, policy_repo
 from paysign.store.schema import notification_outbox
 
@@ -37,16 +36,6 @@ def clock() -> FrozenClock:
 def receiver() -> Iterator[WebhookReceiver]:
     with WebhookReceiver() as live:
         yield live
-
-
-def notifier(runtime: Runtime, *, allow_private: bool = True, smtp: str | None = None) -> Notifier:
-    return Notifier(
-        runtime.db,
-        runtime.vault,
-        runtime.clock,
-        post_webhook=guarded_webhook_poster(allow_private=allow_private),
-        smtp=None if smtp is None else SmtpSettings(smtp, "paysign@example.org"),
-    )
 
 
 def agent_pays(http: httpx.Client, api_key: str, seller: str) -> httpx.Response:
